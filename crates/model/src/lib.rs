@@ -1,0 +1,24 @@
+//! `lockstep-model`: the cluster as the lockstep engine sees it.
+//!
+//! Owns the plain data types (nodes, pods, resources as integer amounts, taints, selectors,
+//! priority classes, disruption budgets) and exact Kubernetes quantity parsing. It performs no
+//! I/O and knows nothing of YAML or of the Kubernetes API types: `lockstep-manifests` converts
+//! into it, `lockstep-engine` reads from it.
+
+pub mod cluster;
+pub mod labels;
+pub mod node;
+pub mod pod;
+pub mod quantity;
+pub mod resources;
+
+pub use cluster::{Cluster, OtherObject};
+pub use labels::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm, Operator, Requirement};
+pub use node::{Node, Taint, TaintEffect, Toleration, TolerationOperator};
+pub use pod::{
+    HostPort, InclusionPolicy, IntOrPercent, NodeAffinity, Pod, PodAffinity, PodAffinityTerm,
+    PodDisruptionBudget, PodId, PodPhase, PreemptionPolicy, PriorityClass,
+    TopologySpreadConstraint, WhenUnsatisfiable,
+};
+pub use quantity::{Quantity, QuantityError};
+pub use resources::{ResourceId, ResourceList, ResourceNames};
