@@ -1,1 +1,20 @@
-//! placeholder
+//! `lockstep-engine`: the scheduling engine.
+//!
+//! Owns the plugin framework (extension points, per-cycle state, configuration in the shape
+//! of a KubeSchedulerConfiguration profile), the plugins under `plugins/` (one file each,
+//! named as in kube-scheduler), the snapshot the cycle runs against, the pod cycle and the
+//! `Scheduler` facade. It is pure and deterministic: no I/O, no clocks, no randomness, and
+//! it never sees Kubernetes API types (front ends convert through `lockstep-model`).
+
+pub mod config;
+pub mod cycle;
+pub mod framework;
+pub mod plugins;
+pub mod scheduler;
+pub mod snapshot;
+pub mod testkit;
+
+pub use config::{KubeSchedulerConfiguration, Profile};
+pub use cycle::{FitError, Framework};
+pub use scheduler::{Decisions, Options, Scheduler, schedule};
+pub use snapshot::Snapshot;

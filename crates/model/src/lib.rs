@@ -14,7 +14,7 @@ pub mod resources;
 
 pub use cluster::{Cluster, OtherObject};
 pub use labels::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm, Operator, Requirement};
-pub use node::{Node, Taint, TaintEffect, Toleration, TolerationOperator};
+pub use node::{Node, NodeId, Taint, TaintEffect, Toleration, TolerationOperator};
 pub use pod::{
     HostPort, InclusionPolicy, IntOrPercent, NodeAffinity, Pod, PodAffinity, PodAffinityTerm,
     PodDisruptionBudget, PodId, PodPhase, PreemptionPolicy, PriorityClass,

@@ -1,0 +1,538 @@
+//! Scheduler configuration in the shape of a `KubeSchedulerConfiguration`
+//! (`kubescheduler.config.k8s.io/v1`): plugins enabled/disabled per extension point, score
+//! weights, NodeResourcesFit's scoring strategy, and `percentageOfNodesToScore`. The defaults
+//! equal kube-scheduler's default profile.
+
+use serde::Deserialize;
+use thiserror::Error;
+
+/// Filter plugins of the default profile, in kube-scheduler's order.
+pub const DEFAULT_FILTERS: &[&str] = &[
+    "NodeUnschedulable",
+    "NodeName",
+    "TaintToleration",
+    "NodeAffinity",
+    "NodePorts",
+    "NodeResourcesFit",
+    "PodTopologySpread",
+    "InterPodAffinity",
+];
+
+/// Score plugins of the default profile with their default weights.
+pub const DEFAULT_SCORES: &[(&str, i64)] = &[
+    ("TaintToleration", 3),
+    ("NodeAffinity", 2),
+    ("PodTopologySpread", 2),
+    ("InterPodAffinity", 2),
+    ("NodeResourcesFit", 1),
+    ("NodeResourcesBalancedAllocation", 1),
+];
+
+/// Plugins lockstep knows, and which extension points each has (filter, score).
+pub const KNOWN_PLUGINS: &[(&str, bool, bool)] = &[
+    ("NodeUnschedulable", true, false),
+    ("NodeName", true, false),
+    ("TaintToleration", true, true),
+    ("NodeAffinity", true, true),
+    ("NodePorts", true, false),
+    ("NodeResourcesFit", true, true),
+    ("PodTopologySpread", true, true),
+    ("InterPodAffinity", true, true),
+    ("NodeResourcesBalancedAllocation", false, true),
+];
+
+/// Plugins of kube-scheduler's default profile that have no effect on the objects lockstep
+/// reads (volumes, images, binding); accepted in configuration and ignored.
+pub const IGNORED_PLUGINS: &[&str] = &[
+    "PrioritySort",
+    "DefaultBinder",
+    "DefaultPreemption",
+    "ImageLocality",
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
+    "VolumeBinding",
+    "VolumeZone",
+    "SchedulingGates",
+    "DynamicResources",
+];
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("unknown plugin {name:?} in {place}; known plugins: {known}")]
+    UnknownPlugin {
+        name: String,
+        place: String,
+        known: String,
+    },
+    #[error("plugin {name:?} in {place} has no {point} extension point")]
+    NoSuchExtensionPoint {
+        name: String,
+        place: String,
+        point: &'static str,
+    },
+    #[error("{field}: {problem}")]
+    Invalid { field: String, problem: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+pub enum ScoringStrategyType {
+    #[default]
+    LeastAllocated,
+    MostAllocated,
+    RequestedToCapacityRatio,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceWeight {
+    pub name: String,
+    #[serde(default = "one")]
+    pub weight: i64,
+}
+
+fn one() -> i64 {
+    1
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShapePoint {
+    pub utilization: i64,
+    pub score: i64,
+}
+
+/// NodeResourcesFit's scoring strategy, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScoringStrategy {
+    pub kind: ScoringStrategyType,
+    pub resources: Vec<ResourceWeight>,
+    pub shape: Vec<ShapePoint>,
+}
+
+fn cpu_memory() -> Vec<ResourceWeight> {
+    vec![
+        ResourceWeight {
+            name: "cpu".into(),
+            weight: 1,
+        },
+        ResourceWeight {
+            name: "memory".into(),
+            weight: 1,
+        },
+    ]
+}
+
+impl Default for ScoringStrategy {
+    fn default() -> Self {
+        ScoringStrategy {
+            kind: ScoringStrategyType::LeastAllocated,
+            resources: cpu_memory(),
+            shape: Vec::new(),
+        }
+    }
+}
+
+/// The effective profile: which plugins run at which point, with which weights.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Profile {
+    pub scheduler_name: String,
+    /// Filter plugins in order.
+    pub filters: Vec<String>,
+    /// Score plugins in order, with weights.
+    pub scores: Vec<(String, i64)>,
+    pub scoring_strategy: ScoringStrategy,
+    pub balanced_resources: Vec<ResourceWeight>,
+    pub hard_pod_affinity_weight: i64,
+    /// 0 means kube-scheduler's adaptive default.
+    pub percentage_of_nodes_to_score: u32,
+}
+
+impl Default for Profile {
+    fn default() -> Self {
+        Profile {
+            scheduler_name: "default-scheduler".into(),
+            filters: DEFAULT_FILTERS.iter().map(|s| s.to_string()).collect(),
+            scores: DEFAULT_SCORES
+                .iter()
+                .map(|(s, w)| (s.to_string(), *w))
+                .collect(),
+            scoring_strategy: ScoringStrategy::default(),
+            balanced_resources: cpu_memory(),
+            hard_pod_affinity_weight: 1,
+            percentage_of_nodes_to_score: 0,
+        }
+    }
+}
+
+// ---- The file format -------------------------------------------------------------------
+
+/// A `KubeSchedulerConfiguration` document. Fields lockstep does not use (leaderElection,
+/// clientConnection, ...) are accepted and ignored.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeSchedulerConfiguration {
+    #[serde(default)]
+    pub api_version: Option<String>,
+    #[serde(default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub percentage_of_nodes_to_score: Option<u32>,
+    #[serde(default)]
+    pub profiles: Vec<ProfileSpec>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProfileSpec {
+    #[serde(default)]
+    pub scheduler_name: Option<String>,
+    #[serde(default)]
+    pub percentage_of_nodes_to_score: Option<u32>,
+    #[serde(default)]
+    pub plugins: Option<PluginsSpec>,
+    #[serde(default)]
+    pub plugin_config: Vec<PluginConfigSpec>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginsSpec {
+    #[serde(default)]
+    pub multi_point: PluginSet,
+    #[serde(default)]
+    pub filter: PluginSet,
+    #[serde(default)]
+    pub score: PluginSet,
+    #[serde(default)]
+    pub pre_filter: PluginSet,
+    #[serde(default)]
+    pub pre_score: PluginSet,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginSet {
+    #[serde(default)]
+    pub enabled: Vec<PluginRef>,
+    #[serde(default)]
+    pub disabled: Vec<PluginRef>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginRef {
+    pub name: String,
+    #[serde(default)]
+    pub weight: Option<i64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginConfigSpec {
+    pub name: String,
+    #[serde(default)]
+    pub args: PluginArgs,
+}
+
+/// The union of the plugin args lockstep reads; other args are accepted and ignored.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginArgs {
+    #[serde(default)]
+    pub scoring_strategy: Option<ScoringStrategySpec>,
+    #[serde(default)]
+    pub resources: Option<Vec<ResourceWeight>>,
+    #[serde(default)]
+    pub hard_pod_affinity_weight: Option<i64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScoringStrategySpec {
+    #[serde(default, rename = "type")]
+    pub kind: ScoringStrategyType,
+    #[serde(default)]
+    pub resources: Option<Vec<ResourceWeight>>,
+    #[serde(default)]
+    pub requested_to_capacity_ratio: Option<RequestedToCapacityRatioSpec>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestedToCapacityRatioSpec {
+    #[serde(default)]
+    pub shape: Vec<ShapePoint>,
+}
+
+fn known(name: &str) -> Option<(bool, bool)> {
+    KNOWN_PLUGINS
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|(_, f, s)| (*f, *s))
+}
+
+fn check_name(name: &str, place: &str) -> Result<Option<(bool, bool)>, ConfigError> {
+    if name == "*" || IGNORED_PLUGINS.contains(&name) {
+        return Ok(None);
+    }
+    known(name)
+        .map(Some)
+        .ok_or_else(|| ConfigError::UnknownPlugin {
+            name: name.into(),
+            place: place.into(),
+            known: KNOWN_PLUGINS
+                .iter()
+                .map(|k| k.0)
+                .chain(IGNORED_PLUGINS.iter().copied())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+fn apply_filters(list: &mut Vec<String>, set: &PluginSet, place: &str) -> Result<(), ConfigError> {
+    for d in &set.disabled {
+        check_name(&d.name, place)?;
+        if d.name == "*" {
+            list.clear();
+        } else {
+            list.retain(|n| *n != d.name);
+        }
+    }
+    for e in &set.enabled {
+        if let Some((filter, _)) = check_name(&e.name, place)? {
+            if !filter {
+                return Err(ConfigError::NoSuchExtensionPoint {
+                    name: e.name.clone(),
+                    place: place.into(),
+                    point: "filter",
+                });
+            }
+            if !list.contains(&e.name) {
+                list.push(e.name.clone());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn apply_scores(
+    list: &mut Vec<(String, i64)>,
+    set: &PluginSet,
+    place: &str,
+    multi_point: bool,
+) -> Result<(), ConfigError> {
+    for d in &set.disabled {
+        check_name(&d.name, place)?;
+        if d.name == "*" {
+            list.clear();
+        } else {
+            list.retain(|(n, _)| *n != d.name);
+        }
+    }
+    for e in &set.enabled {
+        if let Some((_, score)) = check_name(&e.name, place)? {
+            if !score {
+                if multi_point {
+                    continue;
+                }
+                return Err(ConfigError::NoSuchExtensionPoint {
+                    name: e.name.clone(),
+                    place: place.into(),
+                    point: "score",
+                });
+            }
+            let default_weight = DEFAULT_SCORES
+                .iter()
+                .find(|(n, _)| *n == e.name)
+                .map_or(1, |(_, w)| *w);
+            let weight = match e.weight {
+                Some(w) if w < 0 => {
+                    return Err(ConfigError::Invalid {
+                        field: format!("{place}.enabled[{}].weight", e.name),
+                        problem: format!("weight {w} is negative; use a weight of 1 or more"),
+                    });
+                }
+                Some(0) | None => default_weight,
+                Some(w) => w,
+            };
+            match list.iter_mut().find(|(n, _)| *n == e.name) {
+                Some(entry) => entry.1 = weight,
+                None => list.push((e.name.clone(), weight)),
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_percentage(p: Option<u32>, field: &str) -> Result<Option<u32>, ConfigError> {
+    match p {
+        Some(v) if v > 100 => Err(ConfigError::Invalid {
+            field: field.into(),
+            problem: format!("{v} is not a percentage; use 0 (adaptive) to 100"),
+        }),
+        other => Ok(other),
+    }
+}
+
+fn check_resources(list: &[ResourceWeight], field: &str) -> Result<(), ConfigError> {
+    for (i, r) in list.iter().enumerate() {
+        if !(1..=100).contains(&r.weight) {
+            return Err(ConfigError::Invalid {
+                field: format!("{field}[{i}].weight"),
+                problem: format!("weight {} must be between 1 and 100", r.weight),
+            });
+        }
+    }
+    Ok(())
+}
+
+impl KubeSchedulerConfiguration {
+    /// Resolves the configuration into the effective profile (the first profile; lockstep
+    /// runs one profile).
+    pub fn profile(&self) -> Result<Profile, ConfigError> {
+        if let Some(kind) = &self.kind
+            && kind != "KubeSchedulerConfiguration"
+        {
+            return Err(ConfigError::Invalid {
+                field: "kind".into(),
+                problem: format!("expected KubeSchedulerConfiguration, found {kind}"),
+            });
+        }
+        if self.profiles.len() > 1 {
+            return Err(ConfigError::Invalid {
+                field: "profiles".into(),
+                problem: format!(
+                    "{} profiles given; lockstep runs one profile, so give exactly one",
+                    self.profiles.len()
+                ),
+            });
+        }
+        let mut p = Profile::default();
+        if let Some(v) = check_percentage(
+            self.percentage_of_nodes_to_score,
+            "percentageOfNodesToScore",
+        )? {
+            p.percentage_of_nodes_to_score = v;
+        }
+        let Some(spec) = self.profiles.first() else {
+            return Ok(p);
+        };
+        if let Some(name) = &spec.scheduler_name {
+            p.scheduler_name = name.clone();
+        }
+        if let Some(v) = check_percentage(
+            spec.percentage_of_nodes_to_score,
+            "profiles[0].percentageOfNodesToScore",
+        )? {
+            p.percentage_of_nodes_to_score = v;
+        }
+        if let Some(plugins) = &spec.plugins {
+            apply_filters(
+                &mut p.filters,
+                &plugins.multi_point,
+                "profiles[0].plugins.multiPoint",
+            )?;
+            apply_scores(
+                &mut p.scores,
+                &plugins.multi_point,
+                "profiles[0].plugins.multiPoint",
+                true,
+            )?;
+            apply_filters(
+                &mut p.filters,
+                &plugins.filter,
+                "profiles[0].plugins.filter",
+            )?;
+            apply_scores(
+                &mut p.scores,
+                &plugins.score,
+                "profiles[0].plugins.score",
+                false,
+            )?;
+            for (set, place) in [
+                (&plugins.pre_filter, "profiles[0].plugins.preFilter"),
+                (&plugins.pre_score, "profiles[0].plugins.preScore"),
+            ] {
+                for r in set.enabled.iter().chain(&set.disabled) {
+                    check_name(&r.name, place)?;
+                }
+            }
+        }
+        for (i, pc) in spec.plugin_config.iter().enumerate() {
+            let field = format!("profiles[0].pluginConfig[{i}]");
+            check_name(&pc.name, &field)?;
+            match pc.name.as_str() {
+                "NodeResourcesFit" => {
+                    if let Some(s) = &pc.args.scoring_strategy {
+                        let resources = s.resources.clone().unwrap_or_else(cpu_memory);
+                        check_resources(
+                            &resources,
+                            &format!("{field}.args.scoringStrategy.resources"),
+                        )?;
+                        let shape = s
+                            .requested_to_capacity_ratio
+                            .as_ref()
+                            .map(|r| r.shape.clone())
+                            .unwrap_or_default();
+                        if s.kind == ScoringStrategyType::RequestedToCapacityRatio {
+                            validate_shape(
+                                &shape,
+                                &format!(
+                                    "{field}.args.scoringStrategy.requestedToCapacityRatio.shape"
+                                ),
+                            )?;
+                        }
+                        p.scoring_strategy = ScoringStrategy {
+                            kind: s.kind,
+                            resources,
+                            shape,
+                        };
+                    }
+                }
+                "NodeResourcesBalancedAllocation" => {
+                    if let Some(r) = &pc.args.resources {
+                        check_resources(r, &format!("{field}.args.resources"))?;
+                        p.balanced_resources = r.clone();
+                    }
+                }
+                "InterPodAffinity" => {
+                    if let Some(w) = pc.args.hard_pod_affinity_weight {
+                        if !(0..=100).contains(&w) {
+                            return Err(ConfigError::Invalid {
+                                field: format!("{field}.args.hardPodAffinityWeight"),
+                                problem: format!("{w} must be between 0 and 100"),
+                            });
+                        }
+                        p.hard_pod_affinity_weight = w;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(p)
+    }
+}
+
+fn validate_shape(shape: &[ShapePoint], field: &str) -> Result<(), ConfigError> {
+    if shape.is_empty() {
+        return Err(ConfigError::Invalid {
+            field: field.into(),
+            problem: "RequestedToCapacityRatio needs at least one shape point".into(),
+        });
+    }
+    for (i, pt) in shape.iter().enumerate() {
+        if !(0..=100).contains(&pt.utilization) || !(0..=10).contains(&pt.score) {
+            return Err(ConfigError::Invalid {
+                field: format!("{field}[{i}]"),
+                problem: "utilization must be 0..100 and score 0..10".into(),
+            });
+        }
+        if i > 0 && pt.utilization <= shape[i - 1].utilization {
+            return Err(ConfigError::Invalid {
+                field: format!("{field}[{i}].utilization"),
+                problem: "utilization values must be strictly increasing".into(),
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,229 @@
+//! The pod scheduling cycle: PreFilter, Filter over nodes (stopping once enough feasible
+//! nodes are found), PreScore/Score/NormalizeScore over the feasible nodes, and selection.
+//!
+//! Tie-breaking: among nodes with the highest total score the one with the lowest `NodeId`
+//! (nodes are sorted by name, so the alphabetically first) wins. The node scan starts where
+//! the previous cycle stopped (kube-scheduler's `nextStartNodeIndex`), so with
+//! `percentageOfNodesToScore` below 100 successive pods look at successive windows.
+
+use std::collections::HashMap;
+
+use lockstep_model::{NodeId, Pod, PodId};
+
+use crate::config::{ConfigError, Profile};
+use crate::framework::{CycleState, Plugin, PreFilter, Reason};
+use crate::plugins;
+use crate::snapshot::Snapshot;
+
+const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
+const MIN_FEASIBLE_NODES_PERCENTAGE: usize = 5;
+
+/// `numFeasibleNodesToFind` of kube-scheduler: all nodes below 100, else the configured
+/// percentage (adaptive `50 - nodes/125`, at least 5%, when 0), never fewer than 100.
+pub fn num_feasible_nodes_to_find(percentage: u32, num_nodes: usize) -> usize {
+    if num_nodes < MIN_FEASIBLE_NODES_TO_FIND || percentage >= 100 {
+        return num_nodes;
+    }
+    let mut p = percentage as usize;
+    if p == 0 {
+        p = 50usize.saturating_sub(num_nodes / 125);
+        if p < MIN_FEASIBLE_NODES_PERCENTAGE {
+            p = MIN_FEASIBLE_NODES_PERCENTAGE;
+        }
+    }
+    (num_nodes * p / 100).max(MIN_FEASIBLE_NODES_TO_FIND)
+}
+
+/// Why a pod fits no node: the number of nodes and how many were rejected for each reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FitError {
+    pub num_nodes: usize,
+    pub reasons: Vec<(Reason, u32)>,
+}
+
+impl FitError {
+    /// kube-scheduler's message: `0/5 nodes are available: 3 Insufficient cpu, 2 node(s) had
+    /// untolerated taint {dedicated: gpu}.` Reasons are ordered by their text.
+    pub fn message(&self, snap: &Snapshot) -> String {
+        if self.num_nodes == 0 {
+            return "no nodes available to schedule pods".into();
+        }
+        let mut merged: Vec<(String, u32)> = Vec::new();
+        for (r, n) in &self.reasons {
+            let text = r.message(snap);
+            match merged.iter_mut().find(|(t, _)| *t == text) {
+                Some(e) => e.1 += n,
+                None => merged.push((text, *n)),
+            }
+        }
+        merged.sort();
+        let parts: Vec<String> = merged.iter().map(|(t, n)| format!("{n} {t}")).collect();
+        format!(
+            "0/{} nodes are available: {}.",
+            self.num_nodes,
+            parts.join(", ")
+        )
+    }
+}
+
+/// The plugins of one profile, instantiated, and the reusable buffers of a cycle.
+pub struct Framework {
+    filters: Vec<Box<dyn Plugin>>,
+    scorers: Vec<(Box<dyn Plugin>, i64)>,
+    percentage: u32,
+    next_start: usize,
+    state: CycleState,
+    active: Vec<usize>,
+    reasons: Vec<Reason>,
+    failures: HashMap<Reason, u32>,
+    feasible: Vec<NodeId>,
+    raw: Vec<i64>,
+    total: Vec<i64>,
+}
+
+impl Framework {
+    pub fn new(
+        profile: &Profile,
+        names: &lockstep_model::ResourceNames,
+    ) -> Result<Self, ConfigError> {
+        let make = |name: &str| {
+            plugins::build(name, profile, names).ok_or_else(|| ConfigError::UnknownPlugin {
+                name: name.into(),
+                place: "profile".into(),
+                known: String::new(),
+            })
+        };
+        Ok(Framework {
+            filters: profile
+                .filters
+                .iter()
+                .map(|n| make(n))
+                .collect::<Result<_, _>>()?,
+            scorers: profile
+                .scores
+                .iter()
+                .map(|(n, w)| make(n).map(|p| (p, *w)))
+                .collect::<Result<_, _>>()?,
+            percentage: profile.percentage_of_nodes_to_score,
+            next_start: 0,
+            state: CycleState::default(),
+            active: Vec::new(),
+            reasons: Vec::new(),
+            failures: HashMap::new(),
+            feasible: Vec::new(),
+            raw: Vec::new(),
+            total: Vec::new(),
+        })
+    }
+
+    /// Runs one scheduling cycle for `pod` against `snap` and returns the chosen node. The
+    /// snapshot is not changed: the caller assumes the pod onto the node.
+    pub fn schedule_pod(&mut self, snap: &Snapshot, pod_id: PodId) -> Result<NodeId, FitError> {
+        let pod: &Pod = snap.pod(pod_id);
+        let n = snap.num_nodes();
+        self.failures.clear();
+        if n == 0 {
+            return Err(FitError {
+                num_nodes: 0,
+                reasons: Vec::new(),
+            });
+        }
+        // PreFilter.
+        self.active.clear();
+        for (i, p) in self.filters.iter().enumerate() {
+            match p.pre_filter(snap, pod, &mut self.state) {
+                PreFilter::Run => self.active.push(i),
+                PreFilter::Skip => {}
+                PreFilter::RejectAll(r) => {
+                    return Err(FitError {
+                        num_nodes: n,
+                        reasons: vec![(r, n as u32)],
+                    });
+                }
+            }
+        }
+        // Filter.
+        let want = num_feasible_nodes_to_find(self.percentage, n);
+        self.feasible.clear();
+        let start = self.next_start % n;
+        let mut processed = 0;
+        for k in 0..n {
+            let node = NodeId(((start + k) % n) as u32);
+            processed += 1;
+            self.reasons.clear();
+            let fits = self
+                .active
+                .iter()
+                .all(|&i| self.filters[i].filter(snap, pod, &self.state, node, &mut self.reasons));
+            if fits {
+                self.feasible.push(node);
+                if self.feasible.len() >= want {
+                    break;
+                }
+            } else {
+                for r in &self.reasons {
+                    *self.failures.entry(*r).or_insert(0) += 1;
+                }
+            }
+        }
+        self.next_start = (start + processed) % n;
+        if self.feasible.is_empty() {
+            let mut reasons: Vec<(Reason, u32)> =
+                self.failures.iter().map(|(r, c)| (*r, *c)).collect();
+            reasons.sort();
+            return Err(FitError {
+                num_nodes: n,
+                reasons,
+            });
+        }
+        if self.feasible.len() == 1 {
+            return Ok(self.feasible[0]);
+        }
+        // Score.
+        let m = self.feasible.len();
+        self.total.clear();
+        self.total.resize(m, 0);
+        for (p, weight) in &self.scorers {
+            if !p.pre_score(snap, pod, &mut self.state, &self.feasible) {
+                continue;
+            }
+            self.raw.clear();
+            self.raw.extend(
+                self.feasible
+                    .iter()
+                    .map(|&node| p.score(snap, pod, &self.state, node)),
+            );
+            p.normalize(&self.state, &self.feasible, &mut self.raw);
+            for (t, s) in self.total.iter_mut().zip(&self.raw) {
+                *t += s * weight;
+            }
+        }
+        // Select: highest total, then lowest node id.
+        let mut best = 0;
+        for i in 1..m {
+            let better = self.total[i] > self.total[best]
+                || (self.total[i] == self.total[best] && self.feasible[i] < self.feasible[best]);
+            if better {
+                best = i;
+            }
+        }
+        Ok(self.feasible[best])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feasible_nodes_to_find_matches_kube_scheduler() {
+        assert_eq!(num_feasible_nodes_to_find(0, 50), 50);
+        assert_eq!(num_feasible_nodes_to_find(0, 100), 100);
+        assert_eq!(num_feasible_nodes_to_find(0, 1000), 420);
+        assert_eq!(num_feasible_nodes_to_find(0, 5000), 500);
+        assert_eq!(num_feasible_nodes_to_find(0, 20000), 1000);
+        assert_eq!(num_feasible_nodes_to_find(100, 5000), 5000);
+        assert_eq!(num_feasible_nodes_to_find(1, 5000), 100);
+        assert_eq!(num_feasible_nodes_to_find(30, 5000), 1500);
+    }
+}

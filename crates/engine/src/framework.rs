@@ -1,0 +1,179 @@
+//! The plugin framework: the extension points a plugin implements, the per-cycle state, and
+//! the reasons a node is rejected.
+
+use lockstep_model::{NodeId, Pod, ResourceId};
+
+use crate::plugins::inter_pod_affinity::{AffinityFilterState, AffinityScoreState};
+use crate::plugins::node_resources_fit::FitScoreState;
+use crate::plugins::pod_topology_spread::{SpreadFilterState, SpreadScoreState};
+use crate::snapshot::Snapshot;
+
+/// Why a node was rejected for a pod. Small and `Copy` so the filter loop never allocates;
+/// turned into kube-scheduler's wording only for the final message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Reason {
+    NodeUnschedulable,
+    NodeNameMismatch,
+    /// Index into `Snapshot::taint_names`.
+    UntoleratedTaint(u32),
+    NodeAffinityMismatch,
+    NodePortsConflict,
+    Insufficient(ResourceId),
+    TooManyPods,
+    SpreadMissingLabel,
+    SpreadConstraintsNotMatch,
+    PodAffinityNotMatch,
+    PodAntiAffinityNotMatch,
+    ExistingPodsAntiAffinityNotMatch,
+}
+
+impl Reason {
+    /// kube-scheduler's text for the reason.
+    pub fn message(&self, snap: &Snapshot) -> String {
+        match self {
+            Reason::NodeUnschedulable => "node(s) were unschedulable".into(),
+            Reason::NodeNameMismatch => "node(s) didn't match the requested node name".into(),
+            Reason::UntoleratedTaint(t) => {
+                let (k, v) = &snap.taint_names[*t as usize];
+                format!("node(s) had untolerated taint {{{k}: {v}}}")
+            }
+            Reason::NodeAffinityMismatch => {
+                "node(s) didn't match Pod's node affinity/selector".into()
+            }
+            Reason::NodePortsConflict => {
+                "node(s) didn't have free ports for the requested pod ports".into()
+            }
+            Reason::Insufficient(r) => format!("Insufficient {}", snap.cluster.resources.name(*r)),
+            Reason::TooManyPods => "Too many pods".into(),
+            Reason::SpreadMissingLabel => {
+                "node(s) didn't match pod topology spread constraints (missing required label)"
+                    .into()
+            }
+            Reason::SpreadConstraintsNotMatch => {
+                "node(s) didn't match pod topology spread constraints".into()
+            }
+            Reason::PodAffinityNotMatch => "node(s) didn't match pod affinity rules".into(),
+            Reason::PodAntiAffinityNotMatch => {
+                "node(s) didn't match pod anti-affinity rules".into()
+            }
+            Reason::ExistingPodsAntiAffinityNotMatch => {
+                "node(s) didn't satisfy existing pods anti-affinity rules".into()
+            }
+        }
+    }
+}
+
+/// The outcome of a PreFilter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PreFilter {
+    /// Run this plugin's filter on every node.
+    Run,
+    /// The filter cannot reject any node for this pod: skip it this cycle.
+    Skip,
+    /// Every node is rejected for this reason.
+    RejectAll(Reason),
+}
+
+/// State computed once per pod and cycle by PreFilter/PreScore, read by Filter/Score.
+/// One field per plugin that needs state, so no lookups by name and no boxing.
+#[derive(Debug, Default)]
+pub struct CycleState {
+    pub spread_filter: SpreadFilterState,
+    pub spread_score: SpreadScoreState,
+    pub affinity_filter: AffinityFilterState,
+    pub affinity_score: AffinityScoreState,
+    pub fit_score: FitScoreState,
+}
+
+/// The highest score a plugin gives a node after normalisation.
+pub const MAX_NODE_SCORE: i64 = 100;
+
+/// A scheduling plugin. Every extension point has a default that does nothing, so a plugin
+/// implements only the points it has. All methods take the snapshot read-only: the cycle
+/// never changes cluster state until it assumes the chosen node.
+pub trait Plugin: Send + Sync {
+    /// The kube-scheduler plugin name (used in configuration).
+    fn name(&self) -> &'static str;
+
+    /// Whether the plugin has a Filter extension point.
+    fn filters(&self) -> bool {
+        false
+    }
+    /// Whether the plugin has a Score extension point.
+    fn scores(&self) -> bool {
+        false
+    }
+
+    fn pre_filter(&self, _snap: &Snapshot, _pod: &Pod, _state: &mut CycleState) -> PreFilter {
+        PreFilter::Skip
+    }
+
+    /// Returns false and pushes one or more reasons when the node cannot host the pod.
+    /// Must not allocate.
+    fn filter(
+        &self,
+        _snap: &Snapshot,
+        _pod: &Pod,
+        _state: &CycleState,
+        _node: NodeId,
+        _reasons: &mut Vec<Reason>,
+    ) -> bool {
+        true
+    }
+
+    /// Prepares scoring over the feasible nodes. Returns false to skip scoring this pod (the
+    /// plugin then contributes 0 to every node).
+    fn pre_score(
+        &self,
+        _snap: &Snapshot,
+        _pod: &Pod,
+        _state: &mut CycleState,
+        _feasible: &[NodeId],
+    ) -> bool {
+        false
+    }
+
+    fn score(&self, _snap: &Snapshot, _pod: &Pod, _state: &CycleState, _node: NodeId) -> i64 {
+        0
+    }
+
+    /// Maps raw scores (aligned with `feasible`) to 0..=MAX_NODE_SCORE.
+    fn normalize(&self, _state: &CycleState, _feasible: &[NodeId], _scores: &mut [i64]) {}
+}
+
+/// `DefaultNormalizeScore`: scales so the largest score becomes MAX_NODE_SCORE; with `reverse`
+/// the largest becomes 0.
+pub fn default_normalize(scores: &mut [i64], reverse: bool) {
+    let max = scores.iter().copied().max().unwrap_or(0);
+    if max == 0 {
+        if reverse {
+            scores.iter_mut().for_each(|s| *s = MAX_NODE_SCORE);
+        }
+        return;
+    }
+    for s in scores.iter_mut() {
+        let v = MAX_NODE_SCORE * *s / max;
+        *s = if reverse { MAX_NODE_SCORE - v } else { v };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_scales_and_reverses() {
+        let mut s = vec![0, 5, 10];
+        default_normalize(&mut s, false);
+        assert_eq!(s, vec![0, 50, 100]);
+        let mut s = vec![0, 5, 10];
+        default_normalize(&mut s, true);
+        assert_eq!(s, vec![100, 50, 0]);
+        let mut s = vec![0, 0];
+        default_normalize(&mut s, true);
+        assert_eq!(s, vec![100, 100]);
+        let mut s = vec![0, 0];
+        default_normalize(&mut s, false);
+        assert_eq!(s, vec![0, 0]);
+    }
+}

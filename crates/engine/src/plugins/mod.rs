@@ -1,0 +1,39 @@
+//! The plugins, one file each, named as in kube-scheduler.
+
+pub mod balanced_allocation;
+pub mod inter_pod_affinity;
+pub mod node_affinity;
+pub mod node_name;
+pub mod node_ports;
+pub mod node_resources_fit;
+pub mod node_unschedulable;
+pub mod pod_topology_spread;
+pub mod taint_toleration;
+
+use lockstep_model::ResourceNames;
+
+use crate::config::Profile;
+use crate::framework::Plugin;
+
+/// Creates the plugin named `name` for the profile (names were validated with the profile).
+pub fn build(name: &str, profile: &Profile, names: &ResourceNames) -> Option<Box<dyn Plugin>> {
+    Some(match name {
+        "NodeUnschedulable" => Box::new(node_unschedulable::NodeUnschedulable),
+        "NodeName" => Box::new(node_name::NodeName),
+        "TaintToleration" => Box::new(taint_toleration::TaintToleration),
+        "NodeAffinity" => Box::new(node_affinity::NodeAffinity),
+        "NodePorts" => Box::new(node_ports::NodePorts),
+        "NodeResourcesFit" => Box::new(node_resources_fit::NodeResourcesFit::new(
+            &profile.scoring_strategy,
+            names,
+        )),
+        "NodeResourcesBalancedAllocation" => Box::new(
+            balanced_allocation::BalancedAllocation::new(&profile.balanced_resources, names),
+        ),
+        "PodTopologySpread" => Box::new(pod_topology_spread::PodTopologySpread),
+        "InterPodAffinity" => Box::new(inter_pod_affinity::InterPodAffinity {
+            hard_pod_affinity_weight: profile.hard_pod_affinity_weight,
+        }),
+        _ => return None,
+    })
+}

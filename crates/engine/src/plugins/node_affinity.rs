@@ -1,0 +1,79 @@
+//! NodeAffinity: `nodeSelector` and required node affinity as a filter; preferred node
+//! affinity terms as a score (sum of matching weights, scaled to 0..100).
+
+use lockstep_model::{NodeId, Pod};
+
+use crate::framework::{CycleState, Plugin, PreFilter, Reason, default_normalize};
+use crate::snapshot::Snapshot;
+
+pub struct NodeAffinity;
+
+/// Whether the node satisfies the pod's nodeSelector and required node affinity.
+pub fn required_matches(snap: &Snapshot, pod: &Pod, node: NodeId) -> bool {
+    let n = &snap.cluster.nodes[node.index()];
+    pod.node_selector
+        .iter()
+        .all(|(k, v)| n.labels.get(k).is_some_and(|x| x == v))
+        && pod
+            .node_affinity
+            .required
+            .as_ref()
+            .is_none_or(|terms| terms.iter().any(|t| t.matches(&n.name, &n.labels)))
+}
+
+impl Plugin for NodeAffinity {
+    fn name(&self) -> &'static str {
+        "NodeAffinity"
+    }
+    fn filters(&self) -> bool {
+        true
+    }
+    fn scores(&self) -> bool {
+        true
+    }
+    fn pre_filter(&self, _snap: &Snapshot, pod: &Pod, _state: &mut CycleState) -> PreFilter {
+        match &pod.node_affinity.required {
+            // Required affinity with no terms matches no node.
+            Some(terms) if terms.is_empty() => PreFilter::RejectAll(Reason::NodeAffinityMismatch),
+            Some(_) => PreFilter::Run,
+            None if !pod.node_selector.is_empty() => PreFilter::Run,
+            None => PreFilter::Skip,
+        }
+    }
+    fn filter(
+        &self,
+        snap: &Snapshot,
+        pod: &Pod,
+        _state: &CycleState,
+        node: NodeId,
+        reasons: &mut Vec<Reason>,
+    ) -> bool {
+        if required_matches(snap, pod, node) {
+            true
+        } else {
+            reasons.push(Reason::NodeAffinityMismatch);
+            false
+        }
+    }
+    fn pre_score(
+        &self,
+        _snap: &Snapshot,
+        pod: &Pod,
+        _state: &mut CycleState,
+        _feasible: &[NodeId],
+    ) -> bool {
+        !pod.node_affinity.preferred.is_empty()
+    }
+    fn score(&self, snap: &Snapshot, pod: &Pod, _state: &CycleState, node: NodeId) -> i64 {
+        let n = &snap.cluster.nodes[node.index()];
+        pod.node_affinity
+            .preferred
+            .iter()
+            .filter(|(_, t)| t.matches(&n.name, &n.labels))
+            .map(|(w, _)| i64::from(*w))
+            .sum()
+    }
+    fn normalize(&self, _state: &CycleState, _feasible: &[NodeId], scores: &mut [i64]) {
+        default_normalize(scores, false);
+    }
+}

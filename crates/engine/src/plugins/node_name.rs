@@ -1,0 +1,42 @@
+//! NodeName: a pod that names a node fits only there. In a `schedule` run a pod with
+//! `spec.nodeName` is already running, so this filter matters only to front ends that hand the
+//! engine a pending pod with a requested node.
+
+use lockstep_model::{NodeId, Pod};
+
+use crate::framework::{CycleState, Plugin, PreFilter, Reason};
+use crate::snapshot::Snapshot;
+
+pub struct NodeName;
+
+impl Plugin for NodeName {
+    fn name(&self) -> &'static str {
+        "NodeName"
+    }
+    fn filters(&self) -> bool {
+        true
+    }
+    fn pre_filter(&self, _snap: &Snapshot, pod: &Pod, _state: &mut CycleState) -> PreFilter {
+        if pod.node_name.is_some() {
+            PreFilter::Run
+        } else {
+            PreFilter::Skip
+        }
+    }
+    fn filter(
+        &self,
+        snap: &Snapshot,
+        pod: &Pod,
+        _state: &CycleState,
+        node: NodeId,
+        reasons: &mut Vec<Reason>,
+    ) -> bool {
+        match &pod.node_name {
+            Some(n) if *n != snap.cluster.nodes[node.index()].name => {
+                reasons.push(Reason::NodeNameMismatch);
+                false
+            }
+            _ => true,
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! NodePorts: a pod's host ports must be free on the node.
+
+use lockstep_model::{NodeId, Pod};
+
+use crate::framework::{CycleState, Plugin, PreFilter, Reason};
+use crate::snapshot::Snapshot;
+
+pub struct NodePorts;
+
+impl Plugin for NodePorts {
+    fn name(&self) -> &'static str {
+        "NodePorts"
+    }
+    fn filters(&self) -> bool {
+        true
+    }
+    fn pre_filter(&self, _snap: &Snapshot, pod: &Pod, _state: &mut CycleState) -> PreFilter {
+        if pod.host_ports.is_empty() {
+            PreFilter::Skip
+        } else {
+            PreFilter::Run
+        }
+    }
+    fn filter(
+        &self,
+        snap: &Snapshot,
+        pod: &Pod,
+        _state: &CycleState,
+        node: NodeId,
+        reasons: &mut Vec<Reason>,
+    ) -> bool {
+        let used = snap.used_ports(node);
+        if pod
+            .host_ports
+            .iter()
+            .any(|p| used.iter().any(|u| u.conflicts(p)))
+        {
+            reasons.push(Reason::NodePortsConflict);
+            return false;
+        }
+        true
+    }
+}

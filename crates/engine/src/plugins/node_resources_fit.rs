@@ -1,0 +1,247 @@
+//! NodeResourcesFit: the pod's requests must fit into the node's free allocatable (every
+//! requested resource, plus one pod slot); scores nodes by a configurable strategy
+//! (LeastAllocated by default, MostAllocated, RequestedToCapacityRatio).
+
+use lockstep_model::{NodeId, Pod, ResourceId};
+
+use crate::config::{ScoringStrategy, ScoringStrategyType};
+use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason};
+use crate::snapshot::Snapshot;
+
+/// kube-scheduler's `MaxCustomPriorityScore`: shape scores are on a 0..10 scale.
+const MAX_CUSTOM_PRIORITY_SCORE: i64 = 10;
+const MAX_UTILIZATION: i64 = 100;
+
+pub struct NodeResourcesFit {
+    kind: ScoringStrategyType,
+    /// Scored resources (None: no node has it) and their weights.
+    resources: Vec<(Option<ResourceId>, i64)>,
+    /// (utilization 0..100, score 0..100) points, ascending.
+    shape: Vec<(i64, i64)>,
+}
+
+#[derive(Debug, Default)]
+pub struct FitScoreState {
+    /// The pod's request for each scored resource (non-zero defaults for cpu and memory).
+    pod_requests: Vec<i64>,
+}
+
+impl NodeResourcesFit {
+    pub fn new(strategy: &ScoringStrategy, names: &lockstep_model::ResourceNames) -> Self {
+        NodeResourcesFit {
+            kind: strategy.kind,
+            resources: strategy
+                .resources
+                .iter()
+                .map(|r| (names.get(&r.name), r.weight))
+                .collect(),
+            shape: strategy
+                .shape
+                .iter()
+                .map(|p| {
+                    (
+                        p.utilization,
+                        p.score * (MAX_NODE_SCORE / MAX_CUSTOM_PRIORITY_SCORE),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    fn resource_score(&self, requested: i64, capacity: i64) -> i64 {
+        match self.kind {
+            ScoringStrategyType::LeastAllocated => {
+                if capacity == 0 || requested > capacity {
+                    0
+                } else {
+                    (capacity - requested) * MAX_NODE_SCORE / capacity
+                }
+            }
+            ScoringStrategyType::MostAllocated => {
+                if capacity == 0 {
+                    0
+                } else {
+                    requested.min(capacity) * MAX_NODE_SCORE / capacity
+                }
+            }
+            ScoringStrategyType::RequestedToCapacityRatio => {
+                if capacity == 0 || requested > capacity {
+                    self.broken_linear(MAX_UTILIZATION)
+                } else {
+                    self.broken_linear(requested * MAX_UTILIZATION / capacity)
+                }
+            }
+        }
+    }
+
+    fn broken_linear(&self, p: i64) -> i64 {
+        let s = &self.shape;
+        for i in 0..s.len() {
+            if p <= s[i].0 {
+                if i == 0 {
+                    return s[0].1;
+                }
+                return s[i - 1].1
+                    + (s[i].1 - s[i - 1].1) * (p - s[i - 1].0) / (s[i].0 - s[i - 1].0);
+            }
+        }
+        s.last().map_or(0, |x| x.1)
+    }
+}
+
+/// The pod's request for `r` as scoring sees it: cpu and memory use the non-zero defaults.
+fn scoring_request(pod: &Pod, r: ResourceId) -> i64 {
+    match r {
+        ResourceId::CPU => pod.non_zero_cpu,
+        ResourceId::MEMORY => pod.non_zero_memory,
+        _ => pod.requests.get(r),
+    }
+}
+
+impl Plugin for NodeResourcesFit {
+    fn name(&self) -> &'static str {
+        "NodeResourcesFit"
+    }
+    fn filters(&self) -> bool {
+        true
+    }
+    fn scores(&self) -> bool {
+        true
+    }
+    fn pre_filter(&self, _snap: &Snapshot, _pod: &Pod, _state: &mut CycleState) -> PreFilter {
+        PreFilter::Run
+    }
+    fn filter(
+        &self,
+        snap: &Snapshot,
+        pod: &Pod,
+        _state: &CycleState,
+        node: NodeId,
+        reasons: &mut Vec<Reason>,
+    ) -> bool {
+        let mut fits = true;
+        if i64::from(snap.pod_count(node)) + 1 > snap.allocatable(node, ResourceId::PODS) {
+            reasons.push(Reason::TooManyPods);
+            fits = false;
+        }
+        for (r, v) in pod.requests.iter() {
+            if r == ResourceId::PODS {
+                continue;
+            }
+            if v > 0 && v > snap.allocatable(node, r) - snap.requested(node, r) {
+                reasons.push(Reason::Insufficient(r));
+                fits = false;
+            }
+        }
+        fits
+    }
+    fn pre_score(
+        &self,
+        _snap: &Snapshot,
+        pod: &Pod,
+        state: &mut CycleState,
+        _feasible: &[NodeId],
+    ) -> bool {
+        let reqs = &mut state.fit_score.pod_requests;
+        reqs.clear();
+        reqs.extend(
+            self.resources
+                .iter()
+                .map(|(r, _)| r.map_or(0, |r| scoring_request(pod, r))),
+        );
+        !self.resources.is_empty()
+    }
+    fn score(&self, snap: &Snapshot, _pod: &Pod, state: &CycleState, node: NodeId) -> i64 {
+        let nz = snap.non_zero_requested(node);
+        let mut total = 0i64;
+        let mut weights = 0i64;
+        for (i, &(r, w)) in self.resources.iter().enumerate() {
+            let Some(r) = r else { continue };
+            let pod_req = state.fit_score.pod_requests[i];
+            let is_scalar = r.0 > ResourceId::PODS.0;
+            if is_scalar && pod_req == 0 {
+                continue;
+            }
+            let capacity = snap.allocatable(node, r);
+            if capacity == 0 {
+                continue;
+            }
+            let requested = match r {
+                ResourceId::CPU => nz[0],
+                ResourceId::MEMORY => nz[1],
+                _ => snap.requested(node, r),
+            } + pod_req;
+            total += self.resource_score(requested, capacity) * w;
+            weights += w;
+        }
+        if weights == 0 {
+            return 0;
+        }
+        if self.kind == ScoringStrategyType::RequestedToCapacityRatio {
+            // kube-scheduler rounds here (math.Round of the weighted mean).
+            (total * 2 + weights) / (2 * weights)
+        } else {
+            total / weights
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ResourceWeight, ShapePoint};
+
+    fn plugin(kind: ScoringStrategyType) -> NodeResourcesFit {
+        let names = lockstep_model::ResourceNames::default();
+        NodeResourcesFit::new(
+            &ScoringStrategy {
+                kind,
+                resources: vec![
+                    ResourceWeight {
+                        name: "cpu".into(),
+                        weight: 1,
+                    },
+                    ResourceWeight {
+                        name: "memory".into(),
+                        weight: 1,
+                    },
+                ],
+                shape: vec![
+                    ShapePoint {
+                        utilization: 0,
+                        score: 0,
+                    },
+                    ShapePoint {
+                        utilization: 100,
+                        score: 10,
+                    },
+                ],
+            },
+            &names,
+        )
+    }
+
+    #[test]
+    fn least_allocated_prefers_empty() {
+        let p = plugin(ScoringStrategyType::LeastAllocated);
+        assert_eq!(p.resource_score(0, 4000), 100);
+        assert_eq!(p.resource_score(1000, 4000), 75);
+        assert_eq!(p.resource_score(5000, 4000), 0);
+    }
+
+    #[test]
+    fn most_allocated_prefers_full() {
+        let p = plugin(ScoringStrategyType::MostAllocated);
+        assert_eq!(p.resource_score(1000, 4000), 25);
+        assert_eq!(p.resource_score(5000, 4000), 100);
+    }
+
+    #[test]
+    fn requested_to_capacity_ratio_follows_shape() {
+        let p = plugin(ScoringStrategyType::RequestedToCapacityRatio);
+        assert_eq!(p.resource_score(0, 4000), 0);
+        assert_eq!(p.resource_score(2000, 4000), 50);
+        assert_eq!(p.resource_score(4000, 4000), 100);
+        assert_eq!(p.resource_score(8000, 4000), 100);
+    }
+}

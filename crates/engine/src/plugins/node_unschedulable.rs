@@ -1,0 +1,48 @@
+//! NodeUnschedulable: rejects cordoned nodes unless the pod tolerates
+//! `node.kubernetes.io/unschedulable:NoSchedule`.
+
+use lockstep_model::{NodeId, Pod, Taint, TaintEffect, node::tolerated};
+
+use crate::framework::{CycleState, Plugin, PreFilter, Reason};
+use crate::snapshot::Snapshot;
+
+pub struct NodeUnschedulable;
+
+fn tolerates_unschedulable(pod: &Pod) -> bool {
+    let taint = Taint {
+        key: "node.kubernetes.io/unschedulable".into(),
+        value: String::new(),
+        effect: TaintEffect::NoSchedule,
+    };
+    tolerated(&pod.tolerations, &taint)
+}
+
+impl Plugin for NodeUnschedulable {
+    fn name(&self) -> &'static str {
+        "NodeUnschedulable"
+    }
+    fn filters(&self) -> bool {
+        true
+    }
+    fn pre_filter(&self, snap: &Snapshot, pod: &Pod, _state: &mut CycleState) -> PreFilter {
+        if !snap.any_unschedulable_node || tolerates_unschedulable(pod) {
+            PreFilter::Skip
+        } else {
+            PreFilter::Run
+        }
+    }
+    fn filter(
+        &self,
+        snap: &Snapshot,
+        _pod: &Pod,
+        _state: &CycleState,
+        node: NodeId,
+        reasons: &mut Vec<Reason>,
+    ) -> bool {
+        if snap.cluster.nodes[node.index()].unschedulable {
+            reasons.push(Reason::NodeUnschedulable);
+            return false;
+        }
+        true
+    }
+}

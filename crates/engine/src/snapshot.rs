@@ -1,0 +1,191 @@
+//! The mutable view of the cluster the engine schedules against: per-node requested and
+//! allocatable vectors, pods per node, host ports, and the indexes the plugins need.
+
+use std::collections::HashMap;
+
+use lockstep_model::{Cluster, HostPort, NodeId, Pod, PodId, ResourceId, TaintEffect};
+
+/// Per-node state, dense and indexed by `NodeId`.
+pub struct Snapshot<'c> {
+    pub cluster: &'c Cluster,
+    /// Number of resource ids (the row width of the flat vectors).
+    pub width: usize,
+    allocatable: Vec<i64>,
+    requested: Vec<i64>,
+    /// Requested CPU (milli) and memory where unset requests count as kube-scheduler's
+    /// defaults, for scoring.
+    non_zero: Vec<[i64; 2]>,
+    pod_count: Vec<u32>,
+    ports: Vec<Vec<HostPort>>,
+    pods_on_node: Vec<Vec<PodId>>,
+    node_of: Vec<Option<NodeId>>,
+    node_ids: HashMap<&'c str, NodeId>,
+    /// Distinct (key, value) of all node taints; `UntoleratedTaint` reasons index this.
+    pub taint_names: Vec<(String, String)>,
+    /// For each node, the id in `taint_names` of each of its taints (same order).
+    pub node_taint_ids: Vec<Vec<u32>>,
+    pub any_unschedulable_node: bool,
+    pub any_hard_taint: bool,
+    pub any_prefer_no_schedule_taint: bool,
+    /// Bound pods that have any pod affinity or anti-affinity term.
+    pub bound_with_affinity: usize,
+    /// Bound pods that have required anti-affinity terms.
+    pub bound_with_required_anti_affinity: usize,
+}
+
+impl<'c> Snapshot<'c> {
+    /// Builds the snapshot and places every pod that already runs on a node. Pods naming a
+    /// node that does not exist are ignored (they hold nothing the scheduler can see).
+    pub fn new(cluster: &'c Cluster) -> Snapshot<'c> {
+        let n = cluster.nodes.len();
+        let width = cluster.resources.len();
+        let mut allocatable = vec![0; n * width];
+        let mut taint_index: HashMap<(String, String), u32> = HashMap::new();
+        let mut taint_names = Vec::new();
+        let mut node_taint_ids = Vec::with_capacity(n);
+        let mut any_hard_taint = false;
+        let mut any_prefer = false;
+        for (i, node) in cluster.nodes.iter().enumerate() {
+            for (r, v) in node.allocatable.iter() {
+                allocatable[i * width + r.index()] = v;
+            }
+            let ids = node
+                .taints
+                .iter()
+                .map(|t| {
+                    match t.effect {
+                        TaintEffect::PreferNoSchedule => any_prefer = true,
+                        _ => any_hard_taint = true,
+                    }
+                    *taint_index
+                        .entry((t.key.clone(), t.value.clone()))
+                        .or_insert_with(|| {
+                            taint_names.push((t.key.clone(), t.value.clone()));
+                            (taint_names.len() - 1) as u32
+                        })
+                })
+                .collect();
+            node_taint_ids.push(ids);
+        }
+        let mut snap = Snapshot {
+            cluster,
+            width,
+            allocatable,
+            requested: vec![0; n * width],
+            non_zero: vec![[0, 0]; n],
+            pod_count: vec![0; n],
+            ports: vec![Vec::new(); n],
+            pods_on_node: vec![Vec::new(); n],
+            node_of: vec![None; cluster.pods.len()],
+            node_ids: cluster
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, nd)| (nd.name.as_str(), NodeId(i as u32)))
+                .collect(),
+            taint_names,
+            node_taint_ids,
+            any_unschedulable_node: cluster.nodes.iter().any(|nd| nd.unschedulable),
+            any_hard_taint,
+            any_prefer_no_schedule_taint: any_prefer,
+            bound_with_affinity: 0,
+            bound_with_required_anti_affinity: 0,
+        };
+        for (i, pod) in cluster.pods.iter().enumerate() {
+            if !pod.is_bound() {
+                continue;
+            }
+            if let Some(node) = pod.node_name.as_deref().and_then(|nm| snap.node_id(nm)) {
+                snap.assume(PodId(i as u32), node);
+            }
+        }
+        snap
+    }
+
+    pub fn num_nodes(&self) -> usize {
+        self.pod_count.len()
+    }
+    pub fn node_id(&self, name: &str) -> Option<NodeId> {
+        self.node_ids.get(name).copied()
+    }
+    pub fn pod(&self, id: PodId) -> &'c Pod {
+        &self.cluster.pods[id.index()]
+    }
+    pub fn allocatable(&self, node: NodeId, r: ResourceId) -> i64 {
+        self.allocatable[node.index() * self.width + r.index()]
+    }
+    pub fn requested(&self, node: NodeId, r: ResourceId) -> i64 {
+        self.requested[node.index() * self.width + r.index()]
+    }
+    /// Non-zero requested CPU (milli) and memory (bytes) on the node.
+    pub fn non_zero_requested(&self, node: NodeId) -> [i64; 2] {
+        self.non_zero[node.index()]
+    }
+    pub fn pod_count(&self, node: NodeId) -> u32 {
+        self.pod_count[node.index()]
+    }
+    pub fn used_ports(&self, node: NodeId) -> &[HostPort] {
+        &self.ports[node.index()]
+    }
+    pub fn pods_on(&self, node: NodeId) -> &[PodId] {
+        &self.pods_on_node[node.index()]
+    }
+    pub fn node_of(&self, pod: PodId) -> Option<NodeId> {
+        self.node_of[pod.index()]
+    }
+
+    /// Places a pod on a node: its requests, ports and identity now count there.
+    pub fn assume(&mut self, id: PodId, node: NodeId) {
+        debug_assert!(self.node_of[id.index()].is_none(), "pod assumed twice");
+        let pod = &self.cluster.pods[id.index()];
+        let base = node.index() * self.width;
+        for (r, v) in pod.requests.iter() {
+            self.requested[base + r.index()] += v;
+        }
+        let nz = &mut self.non_zero[node.index()];
+        nz[0] += pod.non_zero_cpu;
+        nz[1] += pod.non_zero_memory;
+        self.pod_count[node.index()] += 1;
+        self.ports[node.index()].extend(pod.host_ports.iter().cloned());
+        self.pods_on_node[node.index()].push(id);
+        self.node_of[id.index()] = Some(node);
+        if !pod.pod_affinity.is_empty() || !pod.pod_anti_affinity.is_empty() {
+            self.bound_with_affinity += 1;
+        }
+        if !pod.pod_anti_affinity.required.is_empty() {
+            self.bound_with_required_anti_affinity += 1;
+        }
+    }
+
+    /// Removes a pod from its node (the inverse of `assume`).
+    pub fn forget(&mut self, id: PodId) {
+        let Some(node) = self.node_of[id.index()].take() else {
+            return;
+        };
+        let pod = &self.cluster.pods[id.index()];
+        let base = node.index() * self.width;
+        for (r, v) in pod.requests.iter() {
+            self.requested[base + r.index()] -= v;
+        }
+        let nz = &mut self.non_zero[node.index()];
+        nz[0] -= pod.non_zero_cpu;
+        nz[1] -= pod.non_zero_memory;
+        self.pod_count[node.index()] -= 1;
+        for p in &pod.host_ports {
+            let ports = &mut self.ports[node.index()];
+            if let Some(i) = ports.iter().position(|x| x == p) {
+                ports.swap_remove(i);
+            }
+        }
+        let pods = &mut self.pods_on_node[node.index()];
+        if let Some(i) = pods.iter().position(|x| *x == id) {
+            pods.remove(i);
+        }
+        if !pod.pod_affinity.is_empty() || !pod.pod_anti_affinity.is_empty() {
+            self.bound_with_affinity -= 1;
+        }
+        if !pod.pod_anti_affinity.required.is_empty() {
+            self.bound_with_required_anti_affinity -= 1;
+        }
+    }
+}
