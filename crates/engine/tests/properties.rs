@@ -1,0 +1,168 @@
+//! Invariants over random clusters: no node over allocatable, taints and required node
+//! affinity never violated, the same input gives the same decisions.
+
+use lockstep_engine::testkit::{self, GI};
+use lockstep_engine::{Options, Snapshot, schedule};
+use lockstep_model::{
+    Cluster, NodeId, NodeSelectorTerm, Operator, Requirement, ResourceId, TaintEffect, Toleration,
+    TolerationOperator,
+};
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+struct NodeSpec {
+    cpu: i64,
+    mem_gi: i64,
+    pods: i64,
+    tainted: bool,
+    zone: u8,
+}
+
+#[derive(Debug, Clone)]
+struct PodSpec {
+    cpu: i64,
+    mem_mi: i64,
+    priority: i32,
+    tolerates: bool,
+    zone: Option<u8>,
+    bound_to: Option<usize>,
+}
+
+fn node_spec() -> impl Strategy<Value = NodeSpec> {
+    (
+        1i64..=8,
+        1i64..=16,
+        1i64..=6,
+        proptest::bool::weighted(0.3),
+        0u8..3,
+    )
+        .prop_map(|(cpu, mem_gi, pods, tainted, zone)| NodeSpec {
+            cpu: cpu * 1000,
+            mem_gi,
+            pods,
+            tainted,
+            zone,
+        })
+}
+
+fn pod_spec(nodes: usize) -> impl Strategy<Value = PodSpec> {
+    (
+        0i64..=3000,
+        0i64..=6000,
+        -2i32..=2,
+        any::<bool>(),
+        proptest::option::weighted(0.3, 0u8..3),
+        proptest::option::weighted(0.2, 0..nodes),
+    )
+        .prop_map(
+            |(cpu, mem_mi, priority, tolerates, zone, bound_to)| PodSpec {
+                cpu,
+                mem_mi,
+                priority,
+                tolerates,
+                zone,
+                bound_to,
+            },
+        )
+}
+
+fn build(nodes: &[NodeSpec], pods: &[PodSpec]) -> Cluster {
+    let mut c = Cluster::default();
+    for (i, n) in nodes.iter().enumerate() {
+        let mut node = testkit::node(&mut c, &format!("n{i:02}"), n.cpu, n.mem_gi * GI, n.pods);
+        node.labels.insert("zone".into(), format!("z{}", n.zone));
+        if n.tainted {
+            node.taints
+                .push(testkit::taint("dedicated", "x", TaintEffect::NoSchedule));
+        }
+        c.nodes.push(node);
+    }
+    for (i, p) in pods.iter().enumerate() {
+        let mut pod = testkit::pod(&mut c, &format!("p{i:03}"), p.cpu, p.mem_mi * 1024 * 1024);
+        pod.priority = p.priority;
+        if p.tolerates {
+            pod.tolerations.push(Toleration {
+                key: "dedicated".into(),
+                operator: TolerationOperator::Exists,
+                value: String::new(),
+                effect: None,
+            });
+        }
+        if let Some(z) = p.zone {
+            pod.node_affinity.required = Some(vec![NodeSelectorTerm {
+                match_expressions: vec![Requirement {
+                    key: "zone".into(),
+                    operator: Operator::In,
+                    values: vec![format!("z{z}")],
+                }],
+                match_fields: vec![],
+            }]);
+        }
+        if let Some(n) = p.bound_to {
+            pod.node_name = Some(format!("n{n:02}"));
+            pod.phase = lockstep_model::PodPhase::Running;
+        }
+        c.pods.push(pod);
+    }
+    testkit::finish(c)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn decisions_respect_capacity_taints_affinity_and_are_deterministic(
+        (nodes, pods) in proptest::collection::vec(node_spec(), 1..12)
+            .prop_flat_map(|nodes| {
+                let n = nodes.len();
+                (Just(nodes), proptest::collection::vec(pod_spec(n), 0..40))
+            })
+    ) {
+        let cluster = build(&nodes, &pods);
+        let d = schedule(&cluster, Options::default()).unwrap();
+        let again = schedule(&cluster, Options::default()).unwrap();
+        prop_assert_eq!(&d, &again);
+
+        // Replay the bindings onto a fresh snapshot: capacity holds for pods placed by the
+        // run (pre-bound pods may already overcommit, as in a real cluster).
+        let mut snap = Snapshot::new(&cluster);
+        let pre_bound: Vec<(i64, i64, u32)> = (0..cluster.nodes.len())
+            .map(|i| {
+                let n = NodeId(i as u32);
+                (snap.requested(n, ResourceId::CPU), snap.requested(n, ResourceId::MEMORY), snap.pod_count(n))
+            })
+            .collect();
+        for (pod, node) in &d.bindings {
+            snap.assume(*pod, *node);
+            let p = &cluster.pods[pod.index()];
+            let n = &cluster.nodes[node.index()];
+            for t in &n.taints {
+                if t.effect != TaintEffect::PreferNoSchedule {
+                    prop_assert!(p.tolerations.iter().any(|tol| tol.tolerates(t)),
+                        "{} placed on tainted {}", p.name, n.name);
+                }
+            }
+            if let Some(terms) = &p.node_affinity.required {
+                prop_assert!(terms.iter().any(|t| t.matches(&n.name, &n.labels)));
+            }
+        }
+        for i in 0..cluster.nodes.len() {
+            let n = NodeId(i as u32);
+            let (cpu0, mem0, pods0) = pre_bound[i];
+            let added_cpu = snap.requested(n, ResourceId::CPU) - cpu0;
+            let added_mem = snap.requested(n, ResourceId::MEMORY) - mem0;
+            if added_cpu > 0 {
+                prop_assert!(snap.requested(n, ResourceId::CPU) <= snap.allocatable(n, ResourceId::CPU));
+            }
+            if added_mem > 0 {
+                prop_assert!(snap.requested(n, ResourceId::MEMORY) <= snap.allocatable(n, ResourceId::MEMORY));
+            }
+            if snap.pod_count(n) > pods0 {
+                prop_assert!(i64::from(snap.pod_count(n)) <= snap.allocatable(n, ResourceId::PODS));
+            }
+        }
+        // Every pending pod is accounted for exactly once.
+        let pending = cluster.pods.iter().filter(|p| p.is_pending()).count();
+        prop_assert_eq!(pending, d.bindings.len() + d.unschedulable.len() + d.waiting.len() + d.skipped.len());
+    }
+}
