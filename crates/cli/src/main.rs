@@ -1,1 +1,133 @@
-fn main() {}
+//! `lockstep`: the command-line front end. Translates flags and manifests into engine calls
+//! and engine decisions into output; it makes no scheduling decision of its own.
+
+mod output;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, anyhow};
+use clap::{Parser, Subcommand, ValueEnum};
+use lockstep_engine::{KubeSchedulerConfiguration, Options};
+use lockstep_manifests::Source;
+
+#[derive(Parser)]
+#[command(
+    name = "lockstep",
+    version,
+    about = "A workload-aware scheduler for AI and batch work on Kubernetes"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Schedule the pending pods of a set of manifests once and print the decisions.
+    Schedule(ScheduleArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Table,
+    Json,
+    Yaml,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum GangPreemption {
+    Off,
+    Minimal,
+    Atomic,
+}
+
+#[derive(clap::Args)]
+struct ScheduleArgs {
+    /// A manifest file, a directory (recursively *.yaml, *.yml, *.json) or - for stdin.
+    #[arg(short = 'f', long = "filename", required = true, value_name = "PATH")]
+    files: Vec<String>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    output: Format,
+    /// A KubeSchedulerConfiguration file (one profile).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Victim selection for gangs whose disruptionMode is single.
+    #[arg(long, value_enum, default_value = "minimal")]
+    gang_preemption: GangPreemption,
+    /// Schedule every pod with a full cycle, never reusing the previous pod's result.
+    #[arg(long)]
+    no_batching: bool,
+    /// Scheduler names whose pods this run schedules (pods with no schedulerName always are).
+    #[arg(long = "scheduler-name", value_name = "NAME", default_values = ["default-scheduler", "lockstep"])]
+    scheduler_names: Vec<String>,
+}
+
+fn load_config(path: &PathBuf) -> Result<lockstep_engine::Profile> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read --config {}", path.display()))?;
+    let cfg: KubeSchedulerConfiguration = serde_norway::from_str(&text).map_err(|e| {
+        anyhow!(
+            "--config {}: not a valid KubeSchedulerConfiguration: {e}",
+            path.display()
+        )
+    })?;
+    cfg.profile()
+        .map_err(|e| anyhow!("--config {}: {e}", path.display()))
+}
+
+fn schedule(args: &ScheduleArgs) -> Result<String> {
+    let mut options = Options {
+        scheduler_names: args.scheduler_names.clone(),
+        ..Options::default()
+    };
+    if let Some(path) = &args.config {
+        options.profile = load_config(path)?;
+    }
+    let _ = (args.gang_preemption, args.no_batching);
+    let sources: Vec<Source> = args
+        .files
+        .iter()
+        .map(|f| {
+            if f == "-" {
+                Source::Stdin
+            } else {
+                Source::Path(PathBuf::from(f))
+            }
+        })
+        .collect();
+    let loaded = lockstep_manifests::load(&sources).map_err(|e| anyhow!("{e}"))?;
+    for w in &loaded.warnings {
+        eprintln!("{w}");
+    }
+    let decisions = lockstep_engine::schedule(&loaded.cluster, options)
+        .map_err(|e| anyhow!("configuration: {e}"))?;
+    let report = output::Report::new(&loaded.cluster, &decisions);
+    Ok(match args.output {
+        Format::Table => report.table(),
+        Format::Json => serde_json::to_string_pretty(&report)? + "\n",
+        Format::Yaml => serde_norway::to_string(&report)?,
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Schedule(args) => schedule(args),
+    };
+    match result {
+        Ok(text) => {
+            let mut stdout = std::io::stdout().lock();
+            // A closed pipe (e.g. `| head`) is not an error worth a panic.
+            let _ = stdout.write_all(text.as_bytes());
+            let _ = stdout.flush();
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

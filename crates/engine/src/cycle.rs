@@ -119,8 +119,18 @@ impl Framework {
     /// Runs one scheduling cycle for `pod` against `snap` and returns the chosen node. The
     /// snapshot is not changed: the caller assumes the pod onto the node.
     pub fn schedule_pod(&mut self, snap: &Snapshot, pod_id: PodId) -> Result<NodeId, FitError> {
+        self.schedule_pod_on(snap, pod_id, None)
+    }
+
+    /// As `schedule_pod`, restricted to `candidates` when given (a topology domain).
+    pub fn schedule_pod_on(
+        &mut self,
+        snap: &Snapshot,
+        pod_id: PodId,
+        candidates: Option<&[NodeId]>,
+    ) -> Result<NodeId, FitError> {
         let pod: &Pod = snap.pod(pod_id);
-        let n = snap.num_nodes();
+        let n = candidates.map_or(snap.num_nodes(), <[NodeId]>::len);
         self.failures.clear();
         if n == 0 {
             return Err(FitError {
@@ -145,10 +155,15 @@ impl Framework {
         // Filter.
         let want = num_feasible_nodes_to_find(self.percentage, n);
         self.feasible.clear();
-        let start = self.next_start % n;
+        let start = if candidates.is_some() {
+            0
+        } else {
+            self.next_start % n
+        };
         let mut processed = 0;
         for k in 0..n {
-            let node = NodeId(((start + k) % n) as u32);
+            let i = (start + k) % n;
+            let node = candidates.map_or(NodeId(i as u32), |c| c[i]);
             processed += 1;
             self.reasons.clear();
             let fits = self
@@ -166,7 +181,9 @@ impl Framework {
                 }
             }
         }
-        self.next_start = (start + processed) % n;
+        if candidates.is_none() {
+            self.next_start = (start + processed) % n;
+        }
         if self.feasible.is_empty() {
             let mut reasons: Vec<(Reason, u32)> =
                 self.failures.iter().map(|(r, c)| (*r, *c)).collect();

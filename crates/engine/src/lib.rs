@@ -9,6 +9,7 @@
 pub mod config;
 pub mod cycle;
 pub mod framework;
+pub mod group;
 pub mod plugins;
 pub mod scheduler;
 pub mod snapshot;
@@ -16,5 +17,5 @@ pub mod testkit;
 
 pub use config::{KubeSchedulerConfiguration, Profile};
 pub use cycle::{FitError, Framework};
-pub use scheduler::{Decisions, Options, Scheduler, schedule};
+pub use scheduler::{Decisions, GroupStatus, Options, Scheduler, schedule};
 pub use snapshot::Snapshot;

@@ -1,10 +1,12 @@
-//! The Scheduler facade: orders the pending pods (PrioritySort), runs a cycle for each, and
-//! collects the decisions a front end reports.
+//! The Scheduler facade: builds the queue of units (single pods, PodGroups, CompositePodGroup
+//! trees) in PrioritySort order, runs a pod cycle or a group cycle for each, and collects the
+//! decisions a front end reports.
 
-use lockstep_model::{Cluster, NodeId, Pod, PodId, WhenUnsatisfiable};
+use lockstep_model::{Cluster, GroupPolicy, NodeId, Pod, PodId, WhenUnsatisfiable};
 
 use crate::config::{ConfigError, Profile};
 use crate::cycle::Framework;
+use crate::group::{GroupIndex, Unit, candidate_orders, capacity_of, domains, free_of};
 use crate::snapshot::Snapshot;
 
 /// Run options.
@@ -25,6 +27,15 @@ impl Default for Options {
     }
 }
 
+/// The PodGroupInitiallyScheduled outcome of a PodGroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupStatus {
+    /// `namespace/name`.
+    pub name: String,
+    pub scheduled: bool,
+    pub message: String,
+}
+
 /// What a run decided. Pod ids index `Cluster::pods`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Decisions {
@@ -33,6 +44,8 @@ pub struct Decisions {
     pub unschedulable: Vec<(PodId, String)>,
     pub waiting: Vec<(PodId, String)>,
     pub skipped: Vec<(PodId, String)>,
+    /// Every PodGroup with pending members.
+    pub pod_groups: Vec<GroupStatus>,
 }
 
 /// PrioritySort: higher priority first, then earlier creation, then namespace/name.
@@ -59,10 +72,22 @@ fn may_fit_later(pod: &Pod) -> bool {
             .any(|c| c.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule)
 }
 
+/// The outcome of one group or composite attempt.
+struct Attempt {
+    ok: bool,
+    message: String,
+    /// Member pods that did not get a node, with why.
+    failed: Vec<(PodId, String)>,
+    /// Group statuses decided inside (for composites: every child group).
+    statuses: Vec<(usize, bool, String)>,
+}
+
 pub struct Scheduler<'c> {
     pub snapshot: Snapshot<'c>,
     framework: Framework,
     options: Options,
+    /// Pods assumed inside the open transactions, in order.
+    log: Vec<(PodId, NodeId)>,
 }
 
 impl<'c> Scheduler<'c> {
@@ -71,6 +96,7 @@ impl<'c> Scheduler<'c> {
             framework: Framework::new(&options.profile, &cluster.resources)?,
             snapshot: Snapshot::new(cluster),
             options,
+            log: Vec::new(),
         })
     }
 
@@ -78,11 +104,30 @@ impl<'c> Scheduler<'c> {
         pod.scheduler_name.is_empty() || self.options.scheduler_names.contains(&pod.scheduler_name)
     }
 
+    fn assume(&mut self, pod: PodId, node: NodeId) {
+        self.snapshot.assume(pod, node);
+        self.log.push((pod, node));
+    }
+
+    fn rollback(&mut self, mark: usize) {
+        while self.log.len() > mark {
+            let (pod, _) = self.log.pop().expect("log longer than mark");
+            self.snapshot.forget(pod);
+        }
+    }
+
+    fn pod_key(&self, id: PodId) -> String {
+        self.snapshot.pod(id).key()
+    }
+
     /// Schedules every pending pod until nothing more can be placed.
     pub fn run(&mut self) -> Decisions {
         let cluster = self.snapshot.cluster;
         let mut decisions = Decisions::default();
-        let mut queue: Vec<PodId> = Vec::new();
+        let index = GroupIndex::new(cluster, |id| self.accepts(&cluster.pods[id.index()]));
+
+        // Classify pending pods.
+        let mut units: Vec<Unit> = Vec::new();
         for (i, pod) in cluster.pods.iter().enumerate() {
             let id = PodId(i as u32);
             if !pod.is_pending() {
@@ -93,26 +138,93 @@ impl<'c> Scheduler<'c> {
                     .skipped
                     .push((id, format!("schedulerName {}", pod.scheduler_name)));
             } else if let Some(group) = &pod.pod_group {
-                decisions.waiting.push((
-                    id,
-                    format!("waiting for pod group {}/{}", pod.namespace, group),
-                ));
+                if index.group_of(&pod.namespace, group).is_none() {
+                    decisions.waiting.push((
+                        id,
+                        format!(
+                            "waiting for pod group {}/{} (PodGroup does not exist)",
+                            pod.namespace, group
+                        ),
+                    ));
+                }
             } else {
-                queue.push(id);
+                units.push(Unit::Pod(id));
             }
         }
-        queue.sort_by(|a, b| queue_order(&cluster.pods[a.index()], &cluster.pods[b.index()]));
+        let mut group_status: Vec<Option<(bool, String)>> = vec![None; index.groups.len()];
+        for (g, info) in index.groups.iter().enumerate() {
+            if info.parent.is_some() || info.pending.is_empty() {
+                continue;
+            }
+            if index.group_ready(cluster, g) {
+                units.push(Unit::Group(g));
+            } else {
+                let min = match cluster.pod_groups[g].policy {
+                    GroupPolicy::Gang { min } => min as usize,
+                    GroupPolicy::Basic => 1,
+                };
+                let msg = format!(
+                    "waiting for pod group {} ({}/{} pods present)",
+                    info.key,
+                    info.pending.len() + info.bound.len(),
+                    min
+                );
+                for &p in &info.pending {
+                    decisions.waiting.push((p, msg.clone()));
+                }
+                group_status[g] = Some((false, msg));
+            }
+        }
+        for (c, info) in index.composites.iter().enumerate() {
+            if info.parent.is_some() {
+                continue;
+            }
+            let mut pending = Vec::new();
+            index.composite_pending(c, &mut pending);
+            if pending.is_empty() {
+                continue;
+            }
+            let (ready, need) = index.composite_ready(cluster, c);
+            if ready >= need {
+                units.push(Unit::Composite(c));
+            } else {
+                let msg = format!(
+                    "waiting for composite pod group {} ({}/{} child groups ready)",
+                    info.key, ready, need
+                );
+                for p in pending {
+                    decisions.waiting.push((p, msg.clone()));
+                }
+                self.mark_subtree(&index, c, &msg, &mut group_status);
+            }
+        }
+        self.sort_units(&index, &mut units);
 
         let mut failed: Vec<(PodId, String)> = Vec::new();
         loop {
             let bound_before = decisions.bindings.len();
-            for &id in &queue {
-                match self.framework.schedule_pod(&self.snapshot, id) {
-                    Ok(node) => {
-                        self.snapshot.assume(id, node);
-                        decisions.bindings.push((id, node));
+            for &unit in &units {
+                match unit {
+                    Unit::Pod(id) => match self.framework.schedule_pod(&self.snapshot, id) {
+                        Ok(node) => {
+                            self.snapshot.assume(id, node);
+                            decisions.bindings.push((id, node));
+                        }
+                        Err(e) => failed.push((id, e.message(&self.snapshot))),
+                    },
+                    Unit::Group(_) | Unit::Composite(_) => {
+                        let mark = self.log.len();
+                        let attempt = match unit {
+                            Unit::Group(g) => self.try_group(&index, g, None),
+                            Unit::Composite(c) => self.try_composite(&index, c, None),
+                            Unit::Pod(_) => unreachable!("handled above"),
+                        };
+                        decisions.bindings.extend(self.log.drain(mark..));
+                        decisions.unschedulable.extend(attempt.failed);
+                        for (g, ok, msg) in attempt.statuses {
+                            group_status[g] = Some((ok, msg));
+                        }
                     }
-                    Err(e) => failed.push((id, e.message(&self.snapshot))),
                 }
             }
             // Retry, in queue order, the failures that new bindings may have cured.
@@ -124,9 +236,398 @@ impl<'c> Scheduler<'c> {
             if retry.is_empty() {
                 break;
             }
-            queue = retry.into_iter().map(|(id, _)| id).collect();
+            units = retry.into_iter().map(|(id, _)| Unit::Pod(id)).collect();
+        }
+        for (g, status) in group_status.into_iter().enumerate() {
+            if index.groups[g].pending.is_empty() {
+                continue;
+            }
+            let initially = cluster.pod_groups[g].initially_scheduled;
+            let (scheduled, message) = status.unwrap_or((false, "not attempted".into()));
+            decisions.pod_groups.push(crate::scheduler::GroupStatus {
+                name: index.groups[g].key.clone(),
+                // PodGroupInitiallyScheduled never reverts.
+                scheduled: scheduled || initially,
+                message,
+            });
         }
         decisions
+    }
+
+    fn mark_subtree(
+        &self,
+        index: &GroupIndex,
+        c: usize,
+        msg: &str,
+        status: &mut [Option<(bool, String)>],
+    ) {
+        for &g in &index.composites[c].groups {
+            status[g] = Some((false, msg.to_string()));
+        }
+        for &k in &index.composites[c].composites {
+            self.mark_subtree(index, k, msg, status);
+        }
+    }
+
+    fn sort_units(&self, index: &GroupIndex, units: &mut [Unit]) {
+        let cluster = self.snapshot.cluster;
+        let key = |u: &Unit| -> (i32, i64, String) {
+            match *u {
+                Unit::Pod(p) => {
+                    let pod = &cluster.pods[p.index()];
+                    (
+                        pod.priority,
+                        pod.creation_timestamp.unwrap_or(i64::MAX),
+                        pod.key(),
+                    )
+                }
+                Unit::Group(g) => (
+                    index.groups[g].priority,
+                    cluster.pod_groups[g].creation_timestamp.unwrap_or(i64::MAX),
+                    index.groups[g].key.clone(),
+                ),
+                Unit::Composite(c) => (
+                    index.composites[c].priority,
+                    cluster.composite_pod_groups[c]
+                        .creation_timestamp
+                        .unwrap_or(i64::MAX),
+                    index.composites[c].key.clone(),
+                ),
+            }
+        };
+        units.sort_by_cached_key(|u| {
+            let (p, t, k) = key(u);
+            (std::cmp::Reverse(p), t, k)
+        });
+    }
+
+    /// The candidate domains for a unit with an optional topology key: (label value, nodes)
+    /// tightest first, restricted to the domain of already-bound members, dropping domains
+    /// whose free capacity cannot hold `demand_pods`' first `needed` pods.
+    fn candidate_domains(
+        &self,
+        nodes: Option<&[NodeId]>,
+        key: Option<&str>,
+        bound: &[PodId],
+        demand_pods: &[PodId],
+        needed: usize,
+    ) -> Vec<(Option<String>, Vec<NodeId>)> {
+        let snap = &self.snapshot;
+        let all: Vec<NodeId>;
+        let nodes = match nodes {
+            Some(n) => n,
+            None => {
+                all = (0..snap.num_nodes() as u32).map(NodeId).collect();
+                &all
+            }
+        };
+        let Some(key) = key else {
+            return vec![(None, nodes.to_vec())];
+        };
+        let mut doms = domains(snap, nodes, key);
+        let mut bound_values: Vec<Option<&String>> = bound
+            .iter()
+            .filter_map(|p| snap.node_of(*p))
+            .map(|n| snap.cluster.nodes[n.index()].labels.get(key))
+            .collect();
+        bound_values.sort();
+        bound_values.dedup();
+        match bound_values.as_slice() {
+            [] => {}
+            [Some(v)] => doms.retain(|k, _| k == *v),
+            _ => doms.clear(),
+        }
+        // Demand of the smallest `needed` pods, per resource (pods as one slot each).
+        let total_cap = capacity_of(snap, nodes);
+        let capacity_share = |p: &PodId| {
+            let pod = snap.pod(*p);
+            pod.requests
+                .iter()
+                .map(|(r, v)| {
+                    let c = total_cap[r.index()];
+                    if c > 0 {
+                        v as f64 / c as f64
+                    } else {
+                        f64::INFINITY
+                    }
+                })
+                .fold(0f64, f64::max)
+        };
+        let mut smallest: Vec<PodId> = demand_pods.to_vec();
+        smallest.sort_by(|a, b| capacity_share(a).total_cmp(&capacity_share(b)));
+        let mut demand = vec![0i64; snap.width];
+        for p in smallest.iter().take(needed.max(1)) {
+            for (r, v) in snap.pod(*p).requests.iter() {
+                demand[r.index()] += v;
+            }
+            demand[lockstep_model::ResourceId::PODS.index()] += 1;
+        }
+        let dominant = (0..snap.width)
+            .filter(|&r| total_cap[r] > 0)
+            .max_by(|&a, &b| {
+                (demand[a] as f64 / total_cap[a] as f64)
+                    .total_cmp(&(demand[b] as f64 / total_cap[b] as f64))
+                    .then(b.cmp(&a))
+            })
+            .unwrap_or(lockstep_model::ResourceId::PODS.index());
+        let mut ranked: Vec<(i64, String, Vec<NodeId>)> = doms
+            .into_iter()
+            .filter_map(|(value, members)| {
+                let free = free_of(snap, &members);
+                if free.iter().zip(&demand).any(|(f, d)| d > f) {
+                    return None;
+                }
+                Some((free[dominant] - demand[dominant], value, members))
+            })
+            .collect();
+        ranked.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        ranked.into_iter().map(|(_, v, m)| (Some(v), m)).collect()
+    }
+
+    /// Places `pods` on `nodes` (None: the whole cluster) trying the candidate orders until
+    /// at least `target` fit. On success the placements stay assumed and the pods that did
+    /// not fit are returned; on failure nothing stays and the best count is returned.
+    fn search(
+        &mut self,
+        pods: &[PodId],
+        nodes: Option<&[NodeId]>,
+        target: usize,
+    ) -> Result<Vec<(PodId, String)>, (usize, String)> {
+        let capacity = match nodes {
+            Some(n) => capacity_of(&self.snapshot, n),
+            None => {
+                let all: Vec<NodeId> = (0..self.snapshot.num_nodes() as u32).map(NodeId).collect();
+                capacity_of(&self.snapshot, &all)
+            }
+        };
+        let orders = candidate_orders(&self.snapshot, pods, &capacity);
+        let mut best = (0usize, String::new());
+        for order in orders {
+            let mark = self.log.len();
+            let mut failed: Vec<(PodId, String)> = Vec::new();
+            for &pod in &order {
+                match self.framework.schedule_pod_on(&self.snapshot, pod, nodes) {
+                    Ok(node) => self.assume(pod, node),
+                    Err(e) => {
+                        failed.push((pod, e.message(&self.snapshot)));
+                        if pods.len() - failed.len() < target {
+                            break;
+                        }
+                    }
+                }
+            }
+            let placed = self.log.len() - mark;
+            if placed >= target && placed > 0 {
+                return Ok(failed);
+            }
+            if placed >= best.0 && best.1.is_empty() || placed > best.0 {
+                let first = failed
+                    .first()
+                    .map(|(p, m)| format!("{}: {}", self.pod_key(*p), m))
+                    .unwrap_or_default();
+                best = (placed, first);
+            }
+            self.rollback(mark);
+        }
+        Err(best)
+    }
+
+    /// One group cycle for PodGroup `g` within `nodes` (None: the whole cluster).
+    fn try_group(&mut self, index: &GroupIndex, g: usize, nodes: Option<&[NodeId]>) -> Attempt {
+        let cluster = self.snapshot.cluster;
+        let pg = &cluster.pod_groups[g];
+        let info = &index.groups[g];
+        let pods = info.pending.clone();
+        let needed = index.needed(cluster, g);
+        let target = needed.max(1);
+        let domain_list = self.candidate_domains(
+            nodes,
+            pg.topology_key.as_deref(),
+            &info.bound,
+            &pods,
+            needed,
+        );
+        let mut best: Option<(usize, Option<String>, String)> = None;
+        for (value, members) in &domain_list {
+            let restrict = if pg.topology_key.is_some() {
+                Some(members.as_slice())
+            } else {
+                nodes
+            };
+            match self.search(&pods, restrict, target) {
+                Ok(failed) => {
+                    let placed = pods.len() - failed.len();
+                    let where_ = match (&pg.topology_key, value) {
+                        (Some(k), Some(v)) => format!(" in {k}={v}"),
+                        _ => String::new(),
+                    };
+                    let message = format!(
+                        "{placed}/{} pods bound{where_}",
+                        pods.len() + info.bound.len() - info.bound.len()
+                    );
+                    return Attempt {
+                        ok: true,
+                        failed,
+                        statuses: vec![(g, true, message.clone())],
+                        message,
+                    };
+                }
+                Err((placed, first)) => {
+                    if best.as_ref().is_none_or(|b| placed > b.0) {
+                        best = Some((placed, value.clone(), first));
+                    }
+                }
+            }
+        }
+        let what = match pg.policy {
+            GroupPolicy::Gang { min } => format!(
+                "gang {}: {} of minCount {} pods fit",
+                info.key,
+                best.as_ref().map_or(0, |b| b.0) + info.bound.len(),
+                min
+            ),
+            GroupPolicy::Basic => format!("pod group {}: no pod fits", info.key),
+        };
+        let mut message = what;
+        if let Some(key) = &pg.topology_key {
+            match &best {
+                Some((n, Some(v), _)) => message += &format!("; best domain {key}={v} fits {n}"),
+                _ => {
+                    message += &format!("; no domain of {key} has room for the group");
+                }
+            }
+        }
+        if let Some((_, _, first)) = &best
+            && !first.is_empty()
+        {
+            message += &format!("; {first}");
+        }
+        Attempt {
+            ok: false,
+            failed: pods.iter().map(|p| (*p, message.clone())).collect(),
+            statuses: vec![(g, false, message.clone())],
+            message,
+        }
+    }
+
+    /// One cycle for a CompositePodGroup tree: at least `minGroupCount` ready children must
+    /// fit together, each meeting its own gang condition, inside the composite's domain.
+    fn try_composite(&mut self, index: &GroupIndex, c: usize, nodes: Option<&[NodeId]>) -> Attempt {
+        let cluster = self.snapshot.cluster;
+        let cpg = &cluster.composite_pod_groups[c];
+        let info = &index.composites[c];
+        let need = match cpg.policy {
+            GroupPolicy::Gang { min } => min as usize,
+            GroupPolicy::Basic => 1,
+        };
+        let mut pending = Vec::new();
+        index.composite_pending(c, &mut pending);
+        let mut bound = Vec::new();
+        index.composite_bound(c, &mut bound);
+        // Children that can enter: ready groups and ready composites, largest first.
+        let mut children: Vec<(Unit, usize, String)> = Vec::new();
+        for &g in &info.groups {
+            if index.group_ready(cluster, g) {
+                let n: usize = index.groups[g].pending.len();
+                children.push((Unit::Group(g), n, index.groups[g].key.clone()));
+            }
+        }
+        for &k in &info.composites {
+            let (r, nk) = index.composite_ready(cluster, k);
+            if r >= nk.max(1) {
+                let mut p = Vec::new();
+                index.composite_pending(k, &mut p);
+                children.push((Unit::Composite(k), p.len(), index.composites[k].key.clone()));
+            }
+        }
+        children.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.2.cmp(&b.2)));
+        // Aggregate precheck on the pods of the `need` smallest children is approximated by
+        // all pending pods of the smallest children; domains are only a filter here.
+        let domain_list =
+            self.candidate_domains(nodes, cpg.topology_key.as_deref(), &bound, &pending, 1);
+        let mut best: Option<(usize, Option<String>, Vec<String>)> = None;
+        for (value, members) in &domain_list {
+            let restrict = if cpg.topology_key.is_some() {
+                Some(members.as_slice())
+            } else {
+                nodes
+            };
+            let mark = self.log.len();
+            let mut ok_children = 0;
+            let mut statuses = Vec::new();
+            let mut failed = Vec::new();
+            let mut notes = Vec::new();
+            for (unit, _, _) in &children {
+                let a = match *unit {
+                    Unit::Group(g) => self.try_group(index, g, restrict),
+                    Unit::Composite(k) => self.try_composite(index, k, restrict),
+                    Unit::Pod(_) => unreachable!("children are groups"),
+                };
+                if a.ok {
+                    ok_children += 1;
+                } else {
+                    notes.push(a.message.clone());
+                }
+                statuses.extend(a.statuses);
+                failed.extend(a.failed);
+            }
+            if ok_children >= need && ok_children > 0 {
+                let where_ = match (&cpg.topology_key, value) {
+                    (Some(k), Some(v)) => format!(" in {k}={v}"),
+                    _ => String::new(),
+                };
+                return Attempt {
+                    ok: true,
+                    message: format!(
+                        "composite {}: {ok_children}/{} child groups bound{where_}",
+                        info.key,
+                        children.len()
+                    ),
+                    failed,
+                    statuses,
+                };
+            }
+            self.rollback(mark);
+            if best.as_ref().is_none_or(|b| ok_children > b.0) {
+                best = Some((ok_children, value.clone(), notes));
+            }
+        }
+        let mut message = format!(
+            "composite {}: {} of minGroupCount {} child groups fit",
+            info.key,
+            best.as_ref().map_or(0, |b| b.0),
+            need
+        );
+        if let Some(key) = &cpg.topology_key {
+            match &best {
+                Some((n, Some(v), _)) => message += &format!("; best domain {key}={v} fits {n}"),
+                _ => message += &format!("; no domain of {key} has room for the group"),
+            }
+        }
+        if let Some((_, _, notes)) = &best
+            && let Some(first) = notes.first()
+        {
+            message += &format!("; {first}");
+        }
+        let mut statuses = Vec::new();
+        let mut groups = Vec::new();
+        collect_groups(index, c, &mut groups);
+        for g in groups {
+            statuses.push((g, false, message.clone()));
+        }
+        Attempt {
+            ok: false,
+            failed: pending.iter().map(|p| (*p, message.clone())).collect(),
+            statuses,
+            message,
+        }
+    }
+}
+
+fn collect_groups(index: &GroupIndex, c: usize, out: &mut Vec<usize>) {
+    out.extend(&index.composites[c].groups);
+    for &k in &index.composites[c].composites {
+        collect_groups(index, k, out);
     }
 }
 

@@ -1,1 +1,94 @@
-//! placeholder
+//! `lockstep-manifests`: Kubernetes manifests in, the lockstep model out.
+//!
+//! Owns reading manifest files, directories and stdin; splitting multi-document YAML, JSON
+//! streams and `kind: List`s into objects; deserializing the kinds the scheduler understands
+//! into k8s-openapi types (so a wrong field names its path); and converting them into a
+//! validated [`lockstep_model::Cluster`] with Kubernetes' defaulting applied: API-server
+//! defaults (requests from limits, namespace labels, host ports under `hostNetwork`), priority
+//! admission (priority from the PriorityClass), and kube-scheduler's effective requests
+//! (`resourcehelper.PodRequests` with sidecars, pod-level resources and overhead; the non-zero
+//! CPU and memory requests used for scoring).
+//!
+//! Routed kinds: `v1` Node, Pod, Namespace; `scheduling.k8s.io/v1` PriorityClass; `policy/v1`
+//! PodDisruptionBudget. Workload API kinds (`scheduling.k8s.io` Workload, PodGroup,
+//! CompositePodGroup) and DRA kinds (`resource.k8s.io` DeviceClass, ResourceSlice,
+//! ResourceClaim, ResourceClaimTemplate) are kept as raw JSON in
+//! [`lockstep_model::OtherObject`] for the crates that own them. Any other kind is skipped
+//! with a warning.
+//!
+//! It must not schedule, print, exit or panic: bad input is a [`LoadError`] naming the file,
+//! the document, the object and the field, and saying what to do; nothing is half-loaded.
+//! It must stay the only crate that sees k8s-openapi types; the engine sees only the model.
+//! Output is deterministic: directories are read in path order, nodes are sorted by name,
+//! resource names are interned in name order.
+
+mod convert;
+mod documents;
+mod error;
+mod input;
+mod route;
+
+use std::io::Read;
+use std::path::PathBuf;
+
+pub use error::{LoadError, Origin};
+
+/// Where manifests come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A file, or a directory read recursively for `*.yaml`, `*.yml` and `*.json` files in
+    /// path order (entries whose name starts with `.` are skipped).
+    Path(PathBuf),
+    /// Standard input, named `<stdin>` in messages.
+    Stdin,
+}
+
+impl Source {
+    /// The source a command-line argument names: `-` is stdin, anything else a path.
+    pub fn from_arg(arg: &str) -> Source {
+        if arg == "-" {
+            Source::Stdin
+        } else {
+            Source::Path(PathBuf::from(arg))
+        }
+    }
+}
+
+/// The loaded cluster and the warnings about input that was skipped.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub cluster: lockstep_model::Cluster,
+    /// One line each, starting with `warning: `.
+    pub warnings: Vec<String>,
+}
+
+/// Loads every source, in order, into one cluster. Stdin is read when a source is
+/// [`Source::Stdin`].
+pub fn load(sources: &[Source]) -> Result<Loaded, LoadError> {
+    load_with_stdin(sources, &mut std::io::stdin().lock())
+}
+
+/// Like [`load`], reading [`Source::Stdin`] from `stdin`.
+pub fn load_with_stdin(sources: &[Source], stdin: &mut dyn Read) -> Result<Loaded, LoadError> {
+    let mut warnings = Vec::new();
+    let inputs = input::read_sources(sources, stdin, &mut warnings)?;
+    let mut collected = route::Collected::default();
+    collected.warnings = warnings;
+    for input in &inputs {
+        for document in documents::parse_documents(&input.name, &input.text, input.json)? {
+            collected.add_document(&input.name, document)?;
+        }
+    }
+    convert::build(collected)
+}
+
+/// Loads one text as if it were a file called `name`: JSON when `name` ends in `.json`, YAML
+/// when it ends in `.yaml` or `.yml`, otherwise JSON if the text starts with `{`.
+pub fn load_str(name: &str, text: &str) -> Result<Loaded, LoadError> {
+    let json = input::is_json(std::path::Path::new(name), text);
+    let mut collected = route::Collected::default();
+    for document in documents::parse_documents(name, text, json)? {
+        collected.add_document(name, document)?;
+    }
+    convert::build(collected)
+}

@@ -6,6 +6,7 @@ use crate::labels::Labels;
 use crate::node::Node;
 use crate::pod::{Pod, PodDisruptionBudget, PriorityClass};
 use crate::resources::ResourceNames;
+use crate::workload::{CompositePodGroup, PodGroup, Workload};
 
 /// An object of a kind the model routes but the engine does not act on yet (Workload API and
 /// DRA kinds); kept so that front ends can report it.
@@ -29,5 +30,8 @@ pub struct Cluster {
     pub pod_disruption_budgets: Vec<PodDisruptionBudget>,
     /// Namespace labels, from Namespace objects (for namespace selectors).
     pub namespaces: BTreeMap<String, Labels>,
+    pub pod_groups: Vec<PodGroup>,
+    pub composite_pod_groups: Vec<CompositePodGroup>,
+    pub workloads: Vec<Workload>,
     pub other_objects: Vec<OtherObject>,
 }

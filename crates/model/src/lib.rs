@@ -11,6 +11,7 @@ pub mod node;
 pub mod pod;
 pub mod quantity;
 pub mod resources;
+pub mod workload;
 
 pub use cluster::{Cluster, OtherObject};
 pub use labels::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm, Operator, Requirement};
@@ -22,3 +23,6 @@ pub use pod::{
 };
 pub use quantity::{Quantity, QuantityError};
 pub use resources::{ResourceId, ResourceList, ResourceNames};
+pub use workload::{
+    CompositePodGroup, DisruptionMode, GroupPolicy, PodGroup, PodGroupClaim, Workload,
+};

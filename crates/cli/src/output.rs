@@ -1,0 +1,183 @@
+//! The `schedule` output contract: one object with bindings, evictions, unschedulable,
+//! waiting, skipped, podGroups and allocations, each list sorted by its first field.
+
+use lockstep_engine::Decisions;
+use lockstep_model::Cluster;
+use serde::Serialize;
+
+#[derive(Debug, Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub bindings: Vec<Binding>,
+    pub evictions: Vec<Eviction>,
+    pub unschedulable: Vec<PodMessage>,
+    pub waiting: Vec<PodMessage>,
+    pub skipped: Vec<PodMessage>,
+    pub pod_groups: Vec<PodGroupStatus>,
+    pub allocations: Vec<Allocation>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Binding {
+    pub pod: String,
+    pub node: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Eviction {
+    pub pod: String,
+    pub node: String,
+    pub preemptor: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PodMessage {
+    pub pod: String,
+    pub message: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PodGroupStatus {
+    pub name: String,
+    pub scheduled: bool,
+    pub message: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Allocation {
+    pub pod: String,
+    pub claim: String,
+    pub node: String,
+    pub devices: Vec<AllocatedDevice>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AllocatedDevice {
+    pub request: String,
+    pub driver: String,
+    pub pool: String,
+    pub device: String,
+}
+
+impl Report {
+    pub fn new(cluster: &Cluster, d: &Decisions) -> Report {
+        let key = |id: lockstep_model::PodId| cluster.pods[id.index()].key();
+        let messages = |list: &[(lockstep_model::PodId, String)]| {
+            let mut v: Vec<PodMessage> = list
+                .iter()
+                .map(|(id, m)| PodMessage {
+                    pod: key(*id),
+                    message: m.clone(),
+                })
+                .collect();
+            v.sort_by(|a, b| a.pod.cmp(&b.pod));
+            v
+        };
+        let mut bindings: Vec<Binding> = d
+            .bindings
+            .iter()
+            .map(|(p, n)| Binding {
+                pod: key(*p),
+                node: cluster.nodes[n.index()].name.clone(),
+            })
+            .collect();
+        bindings.sort_by(|a, b| a.pod.cmp(&b.pod));
+        Report {
+            bindings,
+            evictions: Vec::new(),
+            unschedulable: messages(&d.unschedulable),
+            waiting: messages(&d.waiting),
+            skipped: messages(&d.skipped),
+            pod_groups: d
+                .pod_groups
+                .iter()
+                .map(|g| PodGroupStatus {
+                    name: g.name.clone(),
+                    scheduled: g.scheduled,
+                    message: g.message.clone(),
+                })
+                .collect(),
+            allocations: Vec::new(),
+        }
+    }
+
+    /// A terminal-friendly rendering: one section per non-empty list and a summary line.
+    pub fn table(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let section = |out: &mut String, title: &str, head: [&str; 2], rows: Vec<[String; 2]>| {
+            if rows.is_empty() {
+                return;
+            }
+            let w = rows
+                .iter()
+                .map(|r| r[0].len())
+                .chain([head[0].len()])
+                .max()
+                .unwrap_or(0);
+            let _ = writeln!(out, "{title}");
+            let _ = writeln!(out, "  {:<w$}  {}", head[0], head[1]);
+            for r in rows {
+                let _ = writeln!(out, "  {:<w$}  {}", r[0], r[1]);
+            }
+            out.push('\n');
+        };
+        section(
+            &mut out,
+            "BOUND",
+            ["POD", "NODE"],
+            self.bindings
+                .iter()
+                .map(|b| [b.pod.clone(), b.node.clone()])
+                .collect(),
+        );
+        section(
+            &mut out,
+            "EVICTED",
+            ["POD", "NODE / PREEMPTOR / REASON"],
+            self.evictions
+                .iter()
+                .map(|e| {
+                    [
+                        e.pod.clone(),
+                        format!("{} / {} / {}", e.node, e.preemptor, e.reason),
+                    ]
+                })
+                .collect(),
+        );
+        for (title, list) in [
+            ("UNSCHEDULABLE", &self.unschedulable),
+            ("WAITING", &self.waiting),
+            ("SKIPPED", &self.skipped),
+        ] {
+            section(
+                &mut out,
+                title,
+                ["POD", "MESSAGE"],
+                list.iter()
+                    .map(|m| [m.pod.clone(), m.message.clone()])
+                    .collect(),
+            );
+        }
+        section(
+            &mut out,
+            "POD GROUPS",
+            ["GROUP", "SCHEDULED  MESSAGE"],
+            self.pod_groups
+                .iter()
+                .map(|g| [g.name.clone(), format!("{:<9}  {}", g.scheduled, g.message)])
+                .collect(),
+        );
+        let _ = writeln!(
+            out,
+            "{} bound, {} evicted, {} unschedulable, {} waiting, {} skipped",
+            self.bindings.len(),
+            self.evictions.len(),
+            self.unschedulable.len(),
+            self.waiting.len(),
+            self.skipped.len()
+        );
+        out
+    }
+}

@@ -1,0 +1,192 @@
+//! From routed k8s-openapi objects to the model's [`Cluster`].
+//!
+//! Order of work: priority classes (pods need them), namespaces, resource names (interned in
+//! name order after the four fixed ones, so ids do not depend on input order), nodes (sorted
+//! by name), pods (input order), disruption budgets, other objects.
+
+mod node;
+mod pod;
+mod policy;
+pub(crate) mod requests;
+mod selectors;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
+use lockstep_model::{Cluster, Quantity, ResourceList, ResourceNames};
+
+use crate::Loaded;
+use crate::error::{LoadError, Origin};
+use crate::route::Collected;
+
+/// The object being converted, for error messages.
+pub(crate) struct Ctx<'a> {
+    pub origin: &'a Origin,
+    pub object: &'a str,
+}
+
+impl Ctx<'_> {
+    pub(crate) fn invalid(&self, path: impl Into<String>, message: impl Into<String>) -> LoadError {
+        LoadError::InvalidValue {
+            origin: self.origin.clone(),
+            object: self.object.to_string(),
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+
+    /// Parses a quantity of resource `resource` into an integer amount: milli-CPU for `cpu`,
+    /// whole units (bytes, devices) for everything else, rounded up. Negative amounts are
+    /// rejected.
+    pub(crate) fn amount(
+        &self,
+        path: &str,
+        resource: &str,
+        quantity: &K8sQuantity,
+    ) -> Result<i64, LoadError> {
+        let error = |message: String| LoadError::Quantity {
+            origin: self.origin.clone(),
+            object: self.object.to_string(),
+            path: path.to_string(),
+            message,
+        };
+        let q = Quantity::parse(&quantity.0).map_err(|e| error(e.to_string()))?;
+        if q.is_negative() {
+            return Err(error(format!(
+                "quantity {:?} is negative; resource amounts must be zero or more",
+                quantity.0
+            )));
+        }
+        let value = if resource == "cpu" {
+            q.milli()
+        } else {
+            q.units()
+        };
+        value.ok_or_else(|| {
+            error(format!(
+                "quantity {:?} is too large (the limit is about 9.2e18 {})",
+                quantity.0,
+                if resource == "cpu" {
+                    "milli-CPU"
+                } else {
+                    "units"
+                }
+            ))
+        })
+    }
+
+    /// Parses every quantity of a resource map (`path` names the map).
+    pub(crate) fn amounts(
+        &self,
+        path: &str,
+        map: Option<&BTreeMap<String, K8sQuantity>>,
+    ) -> Result<requests::Amounts, LoadError> {
+        let mut out = requests::Amounts::new();
+        for (name, q) in map.into_iter().flatten() {
+            let value = self.amount(&format!("{path}.{name}"), name, q)?;
+            out.insert(name.clone(), value);
+        }
+        Ok(out)
+    }
+}
+
+/// Converts amounts by name into a resource list, interning names.
+pub(crate) fn resource_list(
+    names: &mut ResourceNames,
+    amounts: &requests::Amounts,
+) -> ResourceList {
+    let mut list = ResourceList::new();
+    for (name, value) in amounts {
+        list.set(names.intern(name), *value);
+    }
+    list
+}
+
+/// Builds the cluster from everything collected. Nothing is returned unless all of it is
+/// valid.
+pub(crate) fn build(collected: Collected) -> Result<Loaded, LoadError> {
+    let Collected {
+        nodes,
+        pods,
+        namespaces,
+        priority_classes,
+        pod_disruption_budgets,
+        other_objects,
+        mut warnings,
+        ..
+    } = collected;
+    let mut cluster = Cluster {
+        priority_classes: priority_classes
+            .iter()
+            .map(policy::priority_class)
+            .collect::<Result<_, _>>()?,
+        ..Cluster::default()
+    };
+    let priorities = policy::Priorities::new(&priority_classes, &cluster.priority_classes)?;
+
+    for ns in &namespaces {
+        let mut labels = ns.value.metadata.labels.clone().unwrap_or_default();
+        // The API server labels every namespace with its name.
+        labels.insert("kubernetes.io/metadata.name".to_string(), ns.name.clone());
+        cluster.namespaces.insert(ns.name.clone(), labels);
+    }
+
+    // Intern every resource name in name order, so that ids are independent of input order.
+    let mut resource_names = BTreeSet::new();
+    for n in &nodes {
+        node::resource_names(&n.value, &mut resource_names);
+    }
+    for p in &pods {
+        pod::resource_names(&p.value, &mut resource_names);
+    }
+    for name in &resource_names {
+        cluster.resources.intern(name);
+    }
+
+    let mut model_nodes = Vec::with_capacity(nodes.len());
+    for n in &nodes {
+        model_nodes.push(node::node(n, &mut cluster.resources, &mut warnings)?);
+    }
+    model_nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    cluster.nodes = model_nodes;
+
+    for p in &pods {
+        let pod = pod::pod(p, &priorities, &mut cluster.resources)?;
+        cluster.pods.push(pod);
+    }
+
+    for b in &pod_disruption_budgets {
+        cluster
+            .pod_disruption_budgets
+            .push(policy::pod_disruption_budget(b)?);
+    }
+
+    cluster.other_objects = other_objects.into_iter().map(|e| e.value).collect();
+
+    // Namespaces that objects live in exist in a real cluster even when the input does not
+    // define them; give them the label the API server would.
+    let used = cluster
+        .pods
+        .iter()
+        .map(|p| p.namespace.clone())
+        .chain(
+            cluster
+                .pod_disruption_budgets
+                .iter()
+                .map(|b| b.namespace.clone()),
+        )
+        .chain(
+            cluster
+                .other_objects
+                .iter()
+                .filter_map(|o| o.namespace.clone()),
+        );
+    for ns in used {
+        cluster
+            .namespaces
+            .entry(ns.clone())
+            .or_insert_with(|| BTreeMap::from([("kubernetes.io/metadata.name".to_string(), ns)]));
+    }
+
+    Ok(Loaded { cluster, warnings })
+}

@@ -1,0 +1,370 @@
+//! Routing each document by apiVersion and kind: typed kinds are deserialized into k8s-openapi
+//! types (errors name the field path), Workload API and DRA kinds are kept as JSON, anything
+//! else is skipped with a warning. Also expands lists and catches duplicate objects.
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::policy::v1 as policy;
+use k8s_openapi::api::resource::v1 as resource;
+use k8s_openapi::api::scheduling::v1 as scheduling;
+use lockstep_model::OtherObject;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value as Json};
+
+use crate::documents::Document;
+use crate::error::{LoadError, Origin};
+
+/// One routed object with what messages need to name it.
+pub(crate) struct Entry<T> {
+    pub origin: Origin,
+    /// How messages name the object, e.g. `Pod default/web`.
+    pub object: String,
+    /// The namespace (defaulted to "default") for namespaced kinds.
+    pub namespace: Option<String>,
+    pub name: String,
+    pub value: T,
+}
+
+impl Entry<()> {
+    fn with<T>(self, value: T) -> Entry<T> {
+        Entry {
+            origin: self.origin,
+            object: self.object,
+            namespace: self.namespace,
+            name: self.name,
+            value,
+        }
+    }
+}
+
+/// Everything routed so far, by kind, in input order.
+#[derive(Default)]
+pub(crate) struct Collected {
+    pub nodes: Vec<Entry<core::Node>>,
+    pub pods: Vec<Entry<core::Pod>>,
+    pub namespaces: Vec<Entry<core::Namespace>>,
+    pub priority_classes: Vec<Entry<scheduling::PriorityClass>>,
+    pub pod_disruption_budgets: Vec<Entry<policy::PodDisruptionBudget>>,
+    pub other_objects: Vec<Entry<OtherObject>>,
+    pub warnings: Vec<String>,
+    /// (kind, namespace, name) -> where it was first defined.
+    seen: HashMap<(String, String, String), Origin>,
+}
+
+/// The untyped kinds the model keeps as [`OtherObject`]: (API group, kind, namespaced).
+const OTHER_KINDS: &[(&str, &str, bool)] = &[
+    ("scheduling.k8s.io", "Workload", true),
+    ("scheduling.k8s.io", "PodGroup", true),
+    ("scheduling.k8s.io", "CompositePodGroup", true),
+    ("resource.k8s.io", "DeviceClass", false),
+    ("resource.k8s.io", "ResourceSlice", false),
+    ("resource.k8s.io", "ResourceClaim", true),
+    ("resource.k8s.io", "ResourceClaimTemplate", true),
+];
+
+/// The typed kinds: (apiVersion, kind).
+const TYPED_KINDS: &[(&str, &str)] = &[
+    ("v1", "Node"),
+    ("v1", "Pod"),
+    ("v1", "Namespace"),
+    ("scheduling.k8s.io/v1", "PriorityClass"),
+    ("policy/v1", "PodDisruptionBudget"),
+];
+
+impl Collected {
+    pub(crate) fn add_document(&mut self, file: &str, document: Document) -> Result<(), LoadError> {
+        let origin = Origin {
+            file: file.into(),
+            document: document.number,
+            item: None,
+        };
+        self.add_value(origin, document.value, None)
+    }
+
+    fn add_value(
+        &mut self,
+        origin: Origin,
+        mut value: Json,
+        item_defaults: Option<(&str, &str)>,
+    ) -> Result<(), LoadError> {
+        let Json::Object(map) = &mut value else {
+            return Err(LoadError::NotAnObject {
+                found: describe(&value),
+                origin,
+            });
+        };
+        if let Some((api_version, kind)) = item_defaults {
+            map.entry("apiVersion")
+                .or_insert_with(|| Json::from(api_version));
+            map.entry("kind").or_insert_with(|| Json::from(kind));
+        }
+        let kind_label = match map.get("kind") {
+            Some(Json::String(k)) if !k.is_empty() => k.clone(),
+            _ => "object".to_string(),
+        };
+        let api_version = required_string(map, "apiVersion", &origin, &kind_label)?;
+        let kind = required_string(map, "kind", &origin, "object")?;
+
+        if origin.item.is_none() && is_list(&kind, map) {
+            return self.expand_list(origin, &api_version, &kind, value);
+        }
+
+        let (namespace, name) = metadata(map, &origin, &kind)?;
+        let (group, version) = match api_version.split_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", api_version.as_str()),
+        };
+
+        let typed = TYPED_KINDS.contains(&(api_version.as_str(), kind.as_str()));
+        let other = OTHER_KINDS
+            .iter()
+            .find(|(g, k, _)| *g == group && *k == kind);
+        if !typed && other.is_none() {
+            let name = match &name {
+                Some(n) => format!(" {n:?}"),
+                None => String::new(),
+            };
+            let version_note = if TYPED_KINDS.iter().any(|(_, k)| *k == kind) {
+                format!(" (apiVersion {api_version})")
+            } else {
+                String::new()
+            };
+            self.warnings.push(format!(
+                "warning: ignoring unsupported kind {kind}{name}{version_note} in {origin}"
+            ));
+            return Ok(());
+        }
+
+        let Some(name) = name else {
+            return Err(LoadError::MissingField {
+                origin,
+                object: kind,
+                field: "metadata.name",
+            });
+        };
+        let namespaced = match other {
+            Some((_, _, namespaced)) => *namespaced,
+            None => matches!(kind.as_str(), "Pod" | "PodDisruptionBudget"),
+        };
+        let namespace = namespaced.then(|| namespace.unwrap_or_else(|| "default".to_string()));
+        let object = match &namespace {
+            Some(ns) => format!("{kind} {ns}/{name}"),
+            None => format!("{kind} {name}"),
+        };
+
+        let key = (
+            kind.clone(),
+            namespace.clone().unwrap_or_default(),
+            name.clone(),
+        );
+        if let Some(first) = self.seen.get(&key) {
+            return Err(LoadError::Duplicate {
+                object,
+                first: first.clone(),
+                second: origin,
+            });
+        }
+        self.seen.insert(key, origin.clone());
+
+        let head = Entry {
+            origin: origin.clone(),
+            object: object.clone(),
+            namespace: namespace.clone(),
+            name: name.clone(),
+            value: (),
+        };
+        match kind.as_str() {
+            _ if other.is_some() => {
+                if let (Some(ns), Json::Object(map)) = (&namespace, &mut value) {
+                    // Record the defaulted namespace so the raw object agrees with the model.
+                    if let Some(Json::Object(meta)) = map.get_mut("metadata") {
+                        meta.entry("namespace")
+                            .or_insert_with(|| Json::from(ns.clone()));
+                    }
+                }
+                if (group, version) == ("resource.k8s.io", "v1") {
+                    validate_dra_v1(&kind, value.clone(), &origin, &object)?;
+                }
+                let raw = value.to_string();
+                let other = OtherObject {
+                    api_version: api_version.clone(),
+                    kind: kind.clone(),
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    raw,
+                };
+                self.other_objects.push(head.with(other));
+            }
+            "Node" => {
+                let node = decode(value, &origin, &object)?;
+                self.nodes.push(head.with(node));
+            }
+            "Pod" => {
+                let pod = decode(value, &origin, &object)?;
+                self.pods.push(head.with(pod));
+            }
+            "Namespace" => {
+                let ns = decode(value, &origin, &object)?;
+                self.namespaces.push(head.with(ns));
+            }
+            "PriorityClass" => {
+                let pc = decode(value, &origin, &object)?;
+                self.priority_classes.push(head.with(pc));
+            }
+            "PodDisruptionBudget" => {
+                let pdb = decode(value, &origin, &object)?;
+                self.pod_disruption_budgets.push(head.with(pdb));
+            }
+            _ => unreachable!("every typed kind is matched above"),
+        }
+        Ok(())
+    }
+
+    /// Adds every item of a `kind: List` or a typed list such as `PodList`. Items of a typed
+    /// list may omit apiVersion and kind, as the API server's lists do.
+    fn expand_list(
+        &mut self,
+        origin: Origin,
+        api_version: &str,
+        kind: &str,
+        mut value: Json,
+    ) -> Result<(), LoadError> {
+        let items = match value.get_mut("items").map(Json::take) {
+            None | Some(Json::Null) => Vec::new(),
+            Some(Json::Array(items)) => items,
+            Some(other) => {
+                return Err(LoadError::FieldType {
+                    origin,
+                    object: kind.to_string(),
+                    path: "items".to_string(),
+                    message: format!("expected a list of objects, found {}", describe(&other)),
+                });
+            }
+        };
+        let item_kind = kind.strip_suffix("List").unwrap_or_default();
+        let defaults =
+            (kind != "List" && !item_kind.is_empty()).then_some((api_version, item_kind));
+        for (i, item) in items.into_iter().enumerate() {
+            let origin = Origin {
+                item: Some(u32::try_from(i).unwrap_or(u32::MAX)),
+                ..origin.clone()
+            };
+            self.add_value(origin, item, defaults)?;
+        }
+        Ok(())
+    }
+}
+
+fn is_list(kind: &str, map: &Map<String, Json>) -> bool {
+    kind == "List" || (kind.ends_with("List") && map.contains_key("items"))
+}
+
+/// A short description of a JSON value for messages.
+fn describe(value: &Json) -> String {
+    match value {
+        Json::Null => "nothing".to_string(),
+        Json::Bool(b) => format!("the boolean {b}"),
+        Json::Number(n) => format!("the number {n}"),
+        Json::String(s) => format!("the string {s:?}"),
+        Json::Array(_) => "a list".to_string(),
+        Json::Object(_) => "a mapping".to_string(),
+    }
+}
+
+fn required_string(
+    map: &Map<String, Json>,
+    field: &'static str,
+    origin: &Origin,
+    object: &str,
+) -> Result<String, LoadError> {
+    match map.get(field) {
+        None | Some(Json::Null) => Err(LoadError::MissingField {
+            origin: origin.clone(),
+            object: object.to_string(),
+            field,
+        }),
+        Some(Json::String(s)) if s.is_empty() => Err(LoadError::MissingField {
+            origin: origin.clone(),
+            object: object.to_string(),
+            field,
+        }),
+        Some(Json::String(s)) => Ok(s.clone()),
+        Some(other) => Err(LoadError::FieldType {
+            origin: origin.clone(),
+            object: object.to_string(),
+            path: field.to_string(),
+            message: format!("expected a string, found {}", describe(other)),
+        }),
+    }
+}
+
+/// `metadata.namespace` and `metadata.name`, each when present and non-empty.
+fn metadata(
+    map: &Map<String, Json>,
+    origin: &Origin,
+    kind: &str,
+) -> Result<(Option<String>, Option<String>), LoadError> {
+    let meta = match map.get("metadata") {
+        None | Some(Json::Null) => return Ok((None, None)),
+        Some(Json::Object(meta)) => meta,
+        Some(other) => {
+            return Err(LoadError::FieldType {
+                origin: origin.clone(),
+                object: kind.to_string(),
+                path: "metadata".to_string(),
+                message: format!("expected a mapping, found {}", describe(other)),
+            });
+        }
+    };
+    let field = |name: &str| -> Result<Option<String>, LoadError> {
+        match meta.get(name) {
+            None | Some(Json::Null) => Ok(None),
+            Some(Json::String(s)) if s.is_empty() => Ok(None),
+            Some(Json::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(LoadError::FieldType {
+                origin: origin.clone(),
+                object: kind.to_string(),
+                path: format!("metadata.{name}"),
+                message: format!("expected a string, found {}", describe(other)),
+            }),
+        }
+    };
+    Ok((field("namespace")?, field("name")?))
+}
+
+/// Deserializes a typed kind; a mismatch names the field path.
+fn decode<T: DeserializeOwned>(value: Json, origin: &Origin, object: &str) -> Result<T, LoadError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        LoadError::FieldType {
+            origin: origin.clone(),
+            object: object.to_string(),
+            path: if path == "." {
+                "(top level)".to_string()
+            } else {
+                path
+            },
+            message: e.into_inner().to_string(),
+        }
+    })
+}
+
+/// Checks a `resource.k8s.io/v1` object against its API type, so that a malformed DRA object
+/// is reported here, with its field path, rather than later.
+fn validate_dra_v1(
+    kind: &str,
+    value: Json,
+    origin: &Origin,
+    object: &str,
+) -> Result<(), LoadError> {
+    match kind {
+        "DeviceClass" => decode::<resource::DeviceClass>(value, origin, object).map(drop),
+        "ResourceSlice" => decode::<resource::ResourceSlice>(value, origin, object).map(drop),
+        "ResourceClaim" => decode::<resource::ResourceClaim>(value, origin, object).map(drop),
+        "ResourceClaimTemplate" => {
+            decode::<resource::ResourceClaimTemplate>(value, origin, object).map(drop)
+        }
+        _ => Ok(()),
+    }
+}
