@@ -146,9 +146,8 @@ proptest! {
                 prop_assert!(terms.iter().any(|t| t.matches(&n.name, &n.labels)));
             }
         }
-        for i in 0..cluster.nodes.len() {
+        for (i, &(cpu0, mem0, pods0)) in pre_bound.iter().enumerate() {
             let n = NodeId(i as u32);
-            let (cpu0, mem0, pods0) = pre_bound[i];
             let added_cpu = snap.requested(n, ResourceId::CPU) - cpu0;
             let added_mem = snap.requested(n, ResourceId::MEMORY) - mem0;
             if added_cpu > 0 {
