@@ -461,10 +461,7 @@ impl<'c> Scheduler<'c> {
                         (Some(k), Some(v)) => format!(" in {k}={v}"),
                         _ => String::new(),
                     };
-                    let message = format!(
-                        "{placed}/{} pods bound{where_}",
-                        pods.len() + info.bound.len() - info.bound.len()
-                    );
+                    let message = format!("{placed} of {} pending pods bound{where_}", pods.len());
                     return Attempt {
                         ok: true,
                         failed,

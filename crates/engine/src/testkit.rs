@@ -90,3 +90,48 @@ pub fn scheduling_basic(nodes: usize, pods: usize) -> Cluster {
     }
     finish(c)
 }
+
+/// A gang PodGroup in namespace `default`.
+pub fn gang(name: &str, min: u32, topology_key: Option<&str>) -> lockstep_model::PodGroup {
+    lockstep_model::PodGroup {
+        namespace: "default".into(),
+        name: name.into(),
+        policy: lockstep_model::GroupPolicy::Gang { min },
+        topology_key: topology_key.map(str::to_string),
+        priority: None,
+        preemption_policy: PreemptionPolicy::PreemptLowerPriority,
+        disruption_mode: lockstep_model::DisruptionMode::Single,
+        parent: None,
+        resource_claims: Vec::new(),
+        creation_timestamp: None,
+        initially_scheduled: false,
+    }
+}
+
+/// `pods` members of group `group`, each requesting `cpu_milli` and `memory`.
+pub fn members(cluster: &mut Cluster, group: &str, pods: usize, cpu_milli: i64, memory: i64) {
+    for i in 0..pods {
+        let mut p = pod(cluster, &format!("{group}-{i:04}"), cpu_milli, memory);
+        p.pod_group = Some(group.into());
+        cluster.pods.push(p);
+    }
+}
+
+/// `racks` racks of `per_rack` nodes (4 CPU, 32Gi, 110 pods), labelled
+/// `topology.kubernetes.io/rack=rack-NNN`.
+pub fn racks(cluster: &mut Cluster, racks: usize, per_rack: usize) {
+    for r in 0..racks {
+        for i in 0..per_rack {
+            let mut n = node(
+                cluster,
+                &format!("rack-{r:03}-node-{i:03}"),
+                4000,
+                32 * GI,
+                110,
+            );
+            n.labels
+                .insert("topology.kubernetes.io/rack".into(), format!("rack-{r:03}"));
+            cluster.nodes.push(n);
+        }
+    }
+}
