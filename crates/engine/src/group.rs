@@ -62,8 +62,13 @@ pub struct GroupIndex {
 }
 
 impl GroupIndex {
-    /// Builds the tree. `accepted` tells which pending pods this run schedules.
-    pub fn new(cluster: &Cluster, accepted: impl Fn(PodId) -> bool) -> GroupIndex {
+    /// Builds the tree. `accepted` tells which pending pods this run schedules, `on_node`
+    /// which pods hold a node.
+    pub fn new(
+        cluster: &Cluster,
+        accepted: impl Fn(PodId) -> bool,
+        on_node: impl Fn(PodId) -> bool,
+    ) -> GroupIndex {
         let mut idx = GroupIndex::default();
         let mut comp_ids: HashMap<(String, String), usize> = HashMap::new();
         for (i, c) in cluster.composite_pod_groups.iter().enumerate() {
@@ -108,9 +113,9 @@ impl GroupIndex {
                 continue;
             };
             let id = PodId(i as u32);
-            if pod.is_bound() {
+            if on_node(id) {
                 idx.groups[g].bound.push(id);
-            } else if pod.is_pending() && accepted(id) {
+            } else if accepted(id) {
                 idx.groups[g].pending.push(id);
             }
         }

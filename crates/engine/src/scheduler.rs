@@ -116,21 +116,52 @@ impl<'c> Scheduler<'c> {
         }
     }
 
+    /// Removes a pod from its node (it finished or was evicted).
+    pub fn release(&mut self, pod: PodId) {
+        self.snapshot.forget(pod);
+    }
+
     fn pod_key(&self, id: PodId) -> String {
         self.snapshot.pod(id).key()
     }
 
-    /// Schedules every pending pod until nothing more can be placed.
+    /// Schedules every pending pod of the cluster until nothing more can be placed.
     pub fn run(&mut self) -> Decisions {
         let cluster = self.snapshot.cluster;
+        let pending: Vec<PodId> = (0..cluster.pods.len() as u32)
+            .map(PodId)
+            .filter(|p| cluster.pods[p.index()].is_pending())
+            .collect();
+        self.schedule(&pending)
+    }
+
+    /// Schedules the given pods (pending pods that are not yet on a node in the snapshot)
+    /// until nothing more can be placed, and leaves the placements assumed in the snapshot.
+    /// Front ends that advance time (the simulator) call this repeatedly with the pods that
+    /// have arrived, and `release` pods that finish.
+    pub fn schedule(&mut self, pending: &[PodId]) -> Decisions {
+        let cluster = self.snapshot.cluster;
         let mut decisions = Decisions::default();
-        let index = GroupIndex::new(cluster, |id| self.accepts(&cluster.pods[id.index()]));
+        let mut in_set = vec![false; cluster.pods.len()];
+        for p in pending {
+            in_set[p.index()] = true;
+        }
+        let index = if cluster.pod_groups.is_empty() {
+            GroupIndex::default()
+        } else {
+            let snap = &self.snapshot;
+            GroupIndex::new(
+                cluster,
+                |id| in_set[id.index()] && self.accepts(&cluster.pods[id.index()]),
+                |id| snap.node_of(id).is_some(),
+            )
+        };
 
         // Classify pending pods.
         let mut units: Vec<Unit> = Vec::new();
-        for (i, pod) in cluster.pods.iter().enumerate() {
-            let id = PodId(i as u32);
-            if !pod.is_pending() {
+        for &id in pending {
+            let pod = &cluster.pods[id.index()];
+            if self.snapshot.node_of(id).is_some() {
                 continue;
             }
             if !self.accepts(pod) {
