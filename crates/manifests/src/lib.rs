@@ -10,11 +10,12 @@
 //! CPU and memory requests used for scoring).
 //!
 //! Routed kinds: `v1` Node, Pod, Namespace; `scheduling.k8s.io/v1` PriorityClass; `policy/v1`
-//! PodDisruptionBudget. Workload API kinds (`scheduling.k8s.io` Workload, PodGroup,
-//! CompositePodGroup) and DRA kinds (`resource.k8s.io` DeviceClass, ResourceSlice,
-//! ResourceClaim, ResourceClaimTemplate) are kept as raw JSON in
-//! [`lockstep_model::OtherObject`] for the crates that own them. Any other kind is skipped
-//! with a warning.
+//! PodDisruptionBudget; the Workload API (`scheduling.k8s.io/v1beta1`, and `v1alpha3` read the
+//! same way): Workload, PodGroup, CompositePodGroup, validated as the API server validates
+//! them, with the group tree (parents, cycles, depth) checked once every file is loaded. DRA
+//! kinds (`resource.k8s.io` DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate)
+//! are kept as raw JSON in [`lockstep_model::OtherObject`] for the crate that owns them. Any
+//! other kind, or a known kind in another apiVersion, is skipped with a warning.
 //!
 //! It must not schedule, print, exit or panic: bad input is a [`LoadError`] naming the file,
 //! the document, the object and the field, and saying what to do; nothing is half-loaded.
@@ -27,6 +28,7 @@ mod documents;
 mod error;
 mod input;
 mod route;
+mod workload_api;
 
 use std::io::Read;
 use std::path::PathBuf;

@@ -1,6 +1,7 @@
-//! Routing each document by apiVersion and kind: typed kinds are deserialized into k8s-openapi
-//! types (errors name the field path), Workload API and DRA kinds are kept as JSON, anything
-//! else is skipped with a warning. Also expands lists and catches duplicate objects.
+//! Routing each document by apiVersion and kind: typed kinds, including the Workload API kinds,
+//! are deserialized into k8s-openapi types or the crate's own [`crate::workload_api`] types
+//! (errors name the field path), DRA kinds are kept as JSON, anything else is skipped with a
+//! warning. Also expands lists and catches duplicate objects.
 
 use std::collections::HashMap;
 
@@ -8,12 +9,14 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1 as policy;
 use k8s_openapi::api::resource::v1 as resource;
 use k8s_openapi::api::scheduling::v1 as scheduling;
+use k8s_openapi::api::scheduling::v1beta1 as workload;
 use lockstep_model::OtherObject;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value as Json};
 
 use crate::documents::Document;
 use crate::error::{LoadError, Origin};
+use crate::workload_api;
 
 /// One routed object with what messages need to name it.
 pub(crate) struct Entry<T> {
@@ -46,6 +49,11 @@ pub(crate) struct Collected {
     pub namespaces: Vec<Entry<core::Namespace>>,
     pub priority_classes: Vec<Entry<scheduling::PriorityClass>>,
     pub pod_disruption_budgets: Vec<Entry<policy::PodDisruptionBudget>>,
+    /// Workloads of either supported version, read as v1beta1 (the shapes are the same).
+    pub workloads: Vec<Entry<workload::Workload>>,
+    /// PodGroups of either supported version, read as v1beta1, with their status apart.
+    pub pod_groups: Vec<Entry<(workload::PodGroup, workload_api::GroupStatus)>>,
+    pub composite_pod_groups: Vec<Entry<workload_api::CompositePodGroup>>,
     pub other_objects: Vec<Entry<OtherObject>>,
     pub warnings: Vec<String>,
     /// (kind, namespace, name) -> where it was first defined.
@@ -54,9 +62,6 @@ pub(crate) struct Collected {
 
 /// The untyped kinds the model keeps as [`OtherObject`]: (API group, kind, namespaced).
 const OTHER_KINDS: &[(&str, &str, bool)] = &[
-    ("scheduling.k8s.io", "Workload", true),
-    ("scheduling.k8s.io", "PodGroup", true),
-    ("scheduling.k8s.io", "CompositePodGroup", true),
     ("resource.k8s.io", "DeviceClass", false),
     ("resource.k8s.io", "ResourceSlice", false),
     ("resource.k8s.io", "ResourceClaim", true),
@@ -70,7 +75,23 @@ const TYPED_KINDS: &[(&str, &str)] = &[
     ("v1", "Namespace"),
     ("scheduling.k8s.io/v1", "PriorityClass"),
     ("policy/v1", "PodDisruptionBudget"),
+    ("scheduling.k8s.io/v1beta1", "Workload"),
+    ("scheduling.k8s.io/v1beta1", "PodGroup"),
+    ("scheduling.k8s.io/v1beta1", "CompositePodGroup"),
+    ("scheduling.k8s.io/v1alpha3", "Workload"),
+    ("scheduling.k8s.io/v1alpha3", "PodGroup"),
+    ("scheduling.k8s.io/v1alpha3", "CompositePodGroup"),
 ];
+
+/// What the warning for a known kind in an unsupported apiVersion adds about the versions read.
+fn supported_versions(kind: &str) -> &'static str {
+    match kind {
+        "Workload" | "PodGroup" | "CompositePodGroup" => {
+            "; lockstep reads scheduling.k8s.io/v1beta1 and scheduling.k8s.io/v1alpha3"
+        }
+        _ => "",
+    }
+}
 
 impl Collected {
     pub(crate) fn add_document(&mut self, file: &str, document: Document) -> Result<(), LoadError> {
@@ -126,7 +147,7 @@ impl Collected {
                 None => String::new(),
             };
             let version_note = if TYPED_KINDS.iter().any(|(_, k)| *k == kind) {
-                format!(" (apiVersion {api_version})")
+                format!(" (apiVersion {api_version}{})", supported_versions(&kind))
             } else {
                 String::new()
             };
@@ -145,7 +166,10 @@ impl Collected {
         };
         let namespaced = match other {
             Some((_, _, namespaced)) => *namespaced,
-            None => matches!(kind.as_str(), "Pod" | "PodDisruptionBudget"),
+            None => matches!(
+                kind.as_str(),
+                "Pod" | "PodDisruptionBudget" | "Workload" | "PodGroup" | "CompositePodGroup"
+            ),
         };
         let namespace = namespaced.then(|| namespace.unwrap_or_else(|| "default".to_string()));
         let object = match &namespace {
@@ -215,6 +239,25 @@ impl Collected {
             "PodDisruptionBudget" => {
                 let pdb = decode(value, &origin, &object)?;
                 self.pod_disruption_budgets.push(head.with(pdb));
+            }
+            "Workload" => {
+                let workload = decode(workload_api_object(value), &origin, &object)?;
+                self.workloads.push(head.with(workload));
+            }
+            "PodGroup" => {
+                // The status is read apart, more leniently than the API type reads it.
+                let mut value = workload_api_object(value);
+                let status = value.as_object_mut().and_then(|m| m.remove("status"));
+                let group = decode(value, &origin, &object)?;
+                let status = match status {
+                    None | Some(Json::Null) => workload_api::GroupStatus::default(),
+                    Some(status) => decode_at("status", status, &origin, &object)?,
+                };
+                self.pod_groups.push(head.with((group, status)));
+            }
+            "CompositePodGroup" => {
+                let group = decode(workload_api_object(value), &origin, &object)?;
+                self.composite_pod_groups.push(head.with(group));
             }
             _ => unreachable!("every typed kind is matched above"),
         }
@@ -333,17 +376,39 @@ fn metadata(
     Ok((field("namespace")?, field("name")?))
 }
 
+/// A Workload API object ready to be read as v1beta1: routing has checked apiVersion and kind,
+/// and v1alpha3 has the same shape, so both are dropped (k8s-openapi would reject v1alpha3).
+fn workload_api_object(mut value: Json) -> Json {
+    if let Json::Object(map) = &mut value {
+        map.remove("apiVersion");
+        map.remove("kind");
+    }
+    value
+}
+
 /// Deserializes a typed kind; a mismatch names the field path.
 fn decode<T: DeserializeOwned>(value: Json, origin: &Origin, object: &str) -> Result<T, LoadError> {
+    decode_at("", value, origin, object)
+}
+
+/// Deserializes the part of an object at field `prefix` (empty for the whole object); a
+/// mismatch names the field path from the top of the object.
+fn decode_at<T: DeserializeOwned>(
+    prefix: &str,
+    value: Json,
+    origin: &Origin,
+    object: &str,
+) -> Result<T, LoadError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         LoadError::FieldType {
             origin: origin.clone(),
             object: object.to_string(),
-            path: if path == "." {
-                "(top level)".to_string()
-            } else {
-                path
+            path: match (prefix, path.as_str()) {
+                ("", ".") => "(top level)".to_string(),
+                ("", _) => path,
+                (_, ".") => prefix.to_string(),
+                _ => format!("{prefix}.{path}"),
             },
             message: e.into_inner().to_string(),
         }

@@ -393,7 +393,7 @@ fn unsupported_kinds_are_warnings() {
 }
 
 #[test]
-fn workload_and_dra_kinds_are_kept_raw() {
+fn dra_kinds_are_kept_raw_and_workload_kinds_are_converted() {
     let text = r#"
 apiVersion: scheduling.k8s.io/v1beta1
 kind: PodGroup
@@ -406,18 +406,25 @@ metadata: {name: gpu.example.com}
 spec:
   selectors:
   - cel: {expression: 'device.driver == "gpu.example.com"'}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: claim}
+spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.example.com}}]}}
 "#;
     let loaded = ok(text);
+    assert_eq!(loaded.cluster.pod_groups.len(), 1);
+    assert_eq!(loaded.cluster.pod_groups[0].namespace, "default");
     let others = &loaded.cluster.other_objects;
     assert_eq!(others.len(), 2);
-    assert_eq!(others[0].kind, "PodGroup");
-    assert_eq!(others[0].api_version, "scheduling.k8s.io/v1beta1");
-    assert_eq!(others[0].namespace.as_deref(), Some("default"));
-    let raw: serde_json::Value = serde_json::from_str(&others[0].raw).unwrap();
-    assert_eq!(raw["spec"]["schedulingPolicy"]["gang"]["minCount"], 4);
+    assert_eq!(others[0].kind, "DeviceClass");
+    assert_eq!(others[0].api_version, "resource.k8s.io/v1");
+    assert_eq!(others[0].namespace, None);
+    assert_eq!(others[1].kind, "ResourceClaim");
+    assert_eq!(others[1].namespace.as_deref(), Some("default"));
+    let raw: serde_json::Value = serde_json::from_str(&others[1].raw).unwrap();
+    assert_eq!(raw["spec"]["devices"]["requests"][0]["name"], "gpu");
     assert_eq!(raw["metadata"]["namespace"], "default");
-    assert_eq!(others[1].kind, "DeviceClass");
-    assert_eq!(others[1].namespace, None);
     assert!(loaded.warnings.is_empty());
 
     // resource.k8s.io/v1 objects are checked against the API type.

@@ -8,8 +8,8 @@ use crate::pod::{Pod, PodDisruptionBudget, PriorityClass};
 use crate::resources::ResourceNames;
 use crate::workload::{CompositePodGroup, PodGroup, Workload};
 
-/// An object of a kind the model routes but the engine does not act on yet (Workload API and
-/// DRA kinds); kept so that front ends can report it.
+/// An object of a kind the model routes but the engine does not act on yet (the DRA kinds);
+/// kept so that front ends can report it.
 #[derive(Debug, Clone)]
 pub struct OtherObject {
     pub api_version: String,

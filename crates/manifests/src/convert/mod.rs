@@ -1,14 +1,16 @@
 //! From routed k8s-openapi objects to the model's [`Cluster`].
 //!
-//! Order of work: priority classes (pods need them), namespaces, resource names (interned in
-//! name order after the four fixed ones, so ids do not depend on input order), nodes (sorted
-//! by name), pods (input order), disruption budgets, other objects.
+//! Order of work: priority classes (pods and groups need them), namespaces, resource names
+//! (interned in name order after the four fixed ones, so ids do not depend on input order),
+//! nodes (sorted by name), pods (input order), disruption budgets, the Workload API objects
+//! (input order per kind; then the group tree is checked across files), other objects.
 
 mod node;
 mod pod;
 mod policy;
 pub(crate) mod requests;
 mod selectors;
+mod workload;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -111,6 +113,9 @@ pub(crate) fn build(collected: Collected) -> Result<Loaded, LoadError> {
         namespaces,
         priority_classes,
         pod_disruption_budgets,
+        workloads,
+        pod_groups,
+        composite_pod_groups,
         other_objects,
         mut warnings,
         ..
@@ -161,6 +166,26 @@ pub(crate) fn build(collected: Collected) -> Result<Loaded, LoadError> {
             .push(policy::pod_disruption_budget(b)?);
     }
 
+    for w in &workloads {
+        cluster.workloads.push(workload::workload(w)?);
+    }
+    for g in &composite_pod_groups {
+        cluster
+            .composite_pod_groups
+            .push(workload::composite_pod_group(g, &priorities)?);
+    }
+    for g in &pod_groups {
+        cluster
+            .pod_groups
+            .push(workload::pod_group(g, &priorities)?);
+    }
+    workload::check_group_tree(
+        &pod_groups,
+        &cluster.pod_groups,
+        &composite_pod_groups,
+        &cluster.composite_pod_groups,
+    )?;
+
     cluster.other_objects = other_objects.into_iter().map(|e| e.value).collect();
 
     // Namespaces that objects live in exist in a real cluster even when the input does not
@@ -174,6 +199,14 @@ pub(crate) fn build(collected: Collected) -> Result<Loaded, LoadError> {
                 .pod_disruption_budgets
                 .iter()
                 .map(|b| b.namespace.clone()),
+        )
+        .chain(cluster.workloads.iter().map(|w| w.namespace.clone()))
+        .chain(cluster.pod_groups.iter().map(|g| g.namespace.clone()))
+        .chain(
+            cluster
+                .composite_pod_groups
+                .iter()
+                .map(|g| g.namespace.clone()),
         )
         .chain(
             cluster
