@@ -86,7 +86,8 @@ fn schedule(args: &ScheduleArgs) -> Result<String> {
     if let Some(path) = &args.config {
         options.profile = load_config(path)?;
     }
-    let _ = (args.gang_preemption, args.no_batching);
+    options.batching = !args.no_batching;
+    let _ = args.gang_preemption;
     let sources: Vec<Source> = args
         .files
         .iter()

@@ -1,30 +1,83 @@
-//! scheduler_perf shapes, in process: build the cluster, then time snapshot + scheduling of
-//! every pending pod. Run with `cargo bench -p lockstep-engine`.
+//! scheduler_perf shapes, in process, each with opportunistic batching off and on: build
+//! the cluster once, then time snapshot + scheduling of every pending pod.
+//! Run all with `cargo bench -p lockstep-engine`.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use lockstep_engine::testkit;
 use lockstep_engine::{Options, schedule};
+use lockstep_model::Cluster;
 
-fn scheduling_basic(c: &mut Criterion) {
-    let mut group = c.benchmark_group("SchedulingBasic");
+fn bench_shape(
+    c: &mut Criterion,
+    group_name: &str,
+    label: &str,
+    cluster: &Cluster,
+    expect_bound: usize,
+) {
+    let mut group = c.benchmark_group(group_name);
     group.sample_size(10);
-    for (nodes, pods) in [(5000usize, 10_000usize), (5000, 50_000)] {
-        let cluster = testkit::scheduling_basic(nodes, pods);
-        group.throughput(Throughput::Elements(pods as u64));
-        group.bench_with_input(
-            BenchmarkId::from_parameter(format!("{nodes}nodes_{pods}pods")),
-            &cluster,
-            |b, cluster| {
-                b.iter(|| {
-                    let d = schedule(cluster, Options::default()).expect("default profile");
-                    assert_eq!(d.bindings.len(), pods);
-                    d
-                })
+    let pods = cluster.pods.len();
+    group.throughput(Throughput::Elements(pods as u64));
+    for batching in [false, true] {
+        let id = BenchmarkId::new(
+            label,
+            if batching {
+                "batching-on"
+            } else {
+                "batching-off"
             },
         );
+        group.bench_with_input(id, cluster, |b, cluster| {
+            b.iter(|| {
+                let d = schedule(
+                    cluster,
+                    Options {
+                        batching,
+                        ..Options::default()
+                    },
+                )
+                .expect("default profile");
+                assert_eq!(d.bindings.len(), expect_bound);
+                d
+            })
+        });
     }
     group.finish();
 }
 
-criterion_group!(benches, scheduling_basic);
+fn scheduling_basic(c: &mut Criterion) {
+    for pods in [10_000usize, 50_000] {
+        let cluster = testkit::scheduling_basic(5000, pods);
+        bench_shape(
+            c,
+            "SchedulingBasic",
+            &format!("5000nodes_{pods}pods"),
+            &cluster,
+            pods,
+        );
+    }
+}
+
+fn resource_saturation(c: &mut Criterion) {
+    let cluster = testkit::resource_saturation(20_000, 20_000);
+    bench_shape(
+        c,
+        "ResourceSaturation",
+        "20000nodes_20000pods",
+        &cluster,
+        20_000,
+    );
+}
+
+fn host_port_conflict(c: &mut Criterion) {
+    let cluster = testkit::host_port_conflict(5000, 5000);
+    bench_shape(c, "HostPortConflict", "5000nodes_5000pods", &cluster, 5000);
+}
+
+criterion_group!(
+    benches,
+    scheduling_basic,
+    resource_saturation,
+    host_port_conflict
+);
 criterion_main!(benches);

@@ -6,12 +6,13 @@
 //! the previous cycle stopped (kube-scheduler's `nextStartNodeIndex`), so with
 //! `percentageOfNodesToScore` below 100 successive pods look at successive windows.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
 use lockstep_model::{NodeId, Pod, PodId};
 
 use crate::config::{ConfigError, Profile};
-use crate::framework::{CycleState, Plugin, PreFilter, Reason};
+use crate::framework::{CycleState, Plugin, PreFilter, Reason, Signature};
 use crate::plugins;
 use crate::snapshot::Snapshot;
 
@@ -66,6 +67,22 @@ impl FitError {
     }
 }
 
+/// Opportunistic batching state (KEP-5598): the feasible nodes of the last full cycle in
+/// score order, for the next pods with the same signature.
+struct Batch {
+    signature: Signature,
+    scope: u64,
+    /// The snapshot generation at which the state is valid: right after the last pod it
+    /// placed was assumed, and nothing else.
+    generation: u64,
+    /// The node the last pod went to; it is re-checked and re-scored for the next pod.
+    last: NodeId,
+    /// The other feasible nodes by (total score, lowest id).
+    heap: BinaryHeap<(i64, Reverse<NodeId>)>,
+    /// Indexes of the scorers that ran in the full cycle.
+    scorers: Vec<usize>,
+}
+
 /// The plugins of one profile, instantiated, and the reusable buffers of a cycle.
 pub struct Framework {
     filters: Vec<Box<dyn Plugin>>,
@@ -79,6 +96,13 @@ pub struct Framework {
     feasible: Vec<NodeId>,
     raw: Vec<i64>,
     total: Vec<i64>,
+    batching: bool,
+    batch: Option<Batch>,
+    signature: Signature,
+    active_scorers: Vec<usize>,
+    /// Cycles answered from the batch state, and full cycles (for reports and tests).
+    pub batched_cycles: u64,
+    pub full_cycles: u64,
 }
 
 impl Framework {
@@ -113,23 +137,109 @@ impl Framework {
             feasible: Vec::new(),
             raw: Vec::new(),
             total: Vec::new(),
+            batching: true,
+            batch: None,
+            signature: Signature::default(),
+            active_scorers: Vec::new(),
+            batched_cycles: 0,
+            full_cycles: 0,
         })
+    }
+
+    /// Turns opportunistic batching on or off (on by default).
+    pub fn set_batching(&mut self, on: bool) {
+        self.batching = on;
+        self.batch = None;
+    }
+
+    /// Drops the batching state (a front end calls this when wall time has passed or the
+    /// cluster changed in a way the snapshot generation does not show).
+    pub fn expire_batch(&mut self) {
+        self.batch = None;
+    }
+
+    /// Computes the pod's signature into `self.signature`; false when some plugin cannot
+    /// sign it.
+    fn sign(&mut self, snap: &Snapshot, pod: &Pod) -> bool {
+        self.signature.clear();
+        let mut ok = true;
+        for p in &self.filters {
+            ok &= p.sign(snap, pod, &mut self.signature);
+        }
+        for (p, _) in &self.scorers {
+            ok &= p.sign(snap, pod, &mut self.signature);
+        }
+        ok
+    }
+
+    fn passes(&mut self, snap: &Snapshot, pod: &Pod, node: NodeId) -> bool {
+        self.reasons.clear();
+        self.active
+            .iter()
+            .all(|&i| self.filters[i].filter(snap, pod, &self.state, node, &mut self.reasons))
+    }
+
+    /// Answers the cycle from the batching state when it is valid for this pod.
+    fn try_batch(&mut self, snap: &Snapshot, pod: &Pod, scope: u64) -> Option<NodeId> {
+        let valid = self.batch.as_ref().is_some_and(|b| {
+            b.signature == self.signature && b.scope == scope && b.generation == snap.generation
+        });
+        if !valid {
+            self.batch = None;
+            return None;
+        }
+        let mut b = self.batch.take().expect("checked above");
+        // The previous pod's node changed: re-check it and re-score it (the rescoring
+        // extension); every other node is as the full cycle left it.
+        if self.passes(snap, pod, b.last) {
+            let total: i64 = b
+                .scorers
+                .iter()
+                .map(|&i| {
+                    let (p, w) = &self.scorers[i];
+                    p.score(snap, pod, &self.state, b.last) * w
+                })
+                .sum();
+            b.heap.push((total, Reverse(b.last)));
+        }
+        while let Some((_, Reverse(node))) = b.heap.pop() {
+            if self.passes(snap, pod, node) {
+                b.last = node;
+                b.generation = snap.generation + 1;
+                self.batch = Some(b);
+                self.batched_cycles += 1;
+                return Some(node);
+            }
+        }
+        None
     }
 
     /// Runs one scheduling cycle for `pod` against `snap` and returns the chosen node. The
     /// snapshot is not changed: the caller assumes the pod onto the node.
     pub fn schedule_pod(&mut self, snap: &Snapshot, pod_id: PodId) -> Result<NodeId, FitError> {
-        self.schedule_pod_on(snap, pod_id, None)
+        self.schedule_pod_on(snap, pod_id, None, 0)
     }
 
     /// As `schedule_pod`, restricted to `candidates` when given (a topology domain).
+    /// `scope` names the candidate set for batching: the batching state of one scope is
+    /// never used in another.
     pub fn schedule_pod_on(
         &mut self,
         snap: &Snapshot,
         pod_id: PodId,
         candidates: Option<&[NodeId]>,
+        scope: u64,
     ) -> Result<NodeId, FitError> {
         let pod: &Pod = snap.pod(pod_id);
+        let signed = self.batching && self.sign(snap, pod);
+        if signed {
+            if let Some(node) = self.try_batch(snap, pod, scope) {
+                return Ok(node);
+            }
+        } else {
+            self.batch = None;
+        }
+        self.full_cycles += 1;
         let n = candidates.map_or(snap.num_nodes(), <[NodeId]>::len);
         self.failures.clear();
         if n == 0 {
@@ -194,16 +304,19 @@ impl Framework {
             });
         }
         if self.feasible.len() == 1 {
+            self.batch = None;
             return Ok(self.feasible[0]);
         }
         // Score.
         let m = self.feasible.len();
         self.total.clear();
         self.total.resize(m, 0);
-        for (p, weight) in &self.scorers {
+        self.active_scorers.clear();
+        for (k, (p, weight)) in self.scorers.iter().enumerate() {
             if !p.pre_score(snap, pod, &mut self.state, &self.feasible) {
                 continue;
             }
+            self.active_scorers.push(k);
             self.raw.clear();
             self.raw.extend(
                 self.feasible
@@ -224,7 +337,22 @@ impl Framework {
                 best = i;
             }
         }
-        Ok(self.feasible[best])
+        let chosen = self.feasible[best];
+        self.batch = signed.then(|| Batch {
+            signature: self.signature.clone(),
+            scope,
+            generation: snap.generation + 1,
+            last: chosen,
+            heap: self
+                .feasible
+                .iter()
+                .zip(&self.total)
+                .filter(|(n, _)| **n != chosen)
+                .map(|(n, t)| (*t, Reverse(*n)))
+                .collect(),
+            scorers: self.active_scorers.clone(),
+        });
+        Ok(chosen)
     }
 }
 

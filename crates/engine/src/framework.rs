@@ -85,6 +85,26 @@ pub struct CycleState {
     pub fit_score: FitScoreState,
 }
 
+/// A pod's scheduling signature: hashes of what each plugin depends on. Two pods with equal
+/// signatures get the same Filter verdict and Score on every node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Signature(Vec<u64>);
+
+impl Signature {
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+    /// Adds one fragment: the plugin's name and the hashed part of the pod.
+    pub fn add<T: std::hash::Hash + ?Sized>(&mut self, plugin: &str, part: &T) {
+        use std::hash::{Hash, Hasher};
+        // DefaultHasher::new() uses fixed keys: deterministic across runs.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        plugin.hash(&mut h);
+        part.hash(&mut h);
+        self.0.push(h.finish());
+    }
+}
+
 /// The highest score a plugin gives a node after normalisation.
 pub const MAX_NODE_SCORE: i64 = 100;
 
@@ -106,6 +126,14 @@ pub trait Plugin: Send + Sync {
 
     fn pre_filter(&self, _snap: &Snapshot, _pod: &Pod, _state: &mut CycleState) -> PreFilter {
         PreFilter::Skip
+    }
+
+    /// Opportunistic batching: adds to `sig` everything of the pod this plugin's Filter and
+    /// Score depend on, and returns true when the plugin's verdict and score on a node
+    /// depend only on that node (so placing a pod elsewhere changes nothing here). Returns
+    /// false when it cannot sign the pod; the pod then gets a full cycle.
+    fn sign(&self, _snap: &Snapshot, _pod: &Pod, _sig: &mut Signature) -> bool {
+        false
     }
 
     /// Returns false and pushes one or more reasons when the node cannot host the pod.

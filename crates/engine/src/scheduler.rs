@@ -16,6 +16,9 @@ pub struct Options {
     /// Pending pods with one of these `schedulerName`s (or none) are scheduled; others are
     /// skipped.
     pub scheduler_names: Vec<String>,
+    /// Opportunistic batching: consecutive pods with the same signature reuse the previous
+    /// cycle's scored nodes.
+    pub batching: bool,
 }
 
 impl Default for Options {
@@ -23,6 +26,7 @@ impl Default for Options {
         Options {
             profile: Profile::default(),
             scheduler_names: vec!["default-scheduler".into(), "lockstep".into()],
+            batching: true,
         }
     }
 }
@@ -88,15 +92,20 @@ pub struct Scheduler<'c> {
     options: Options,
     /// Pods assumed inside the open transactions, in order.
     log: Vec<(PodId, NodeId)>,
+    /// The last batching scope handed out (0 is the whole cluster).
+    scopes: u64,
 }
 
 impl<'c> Scheduler<'c> {
     pub fn new(cluster: &'c Cluster, options: Options) -> Result<Self, ConfigError> {
+        let mut framework = Framework::new(&options.profile, &cluster.resources)?;
+        framework.set_batching(options.batching);
         Ok(Scheduler {
-            framework: Framework::new(&options.profile, &cluster.resources)?,
+            framework,
             snapshot: Snapshot::new(cluster),
             options,
             log: Vec::new(),
+            scopes: 0,
         })
     }
 
@@ -119,6 +128,11 @@ impl<'c> Scheduler<'c> {
     /// Removes a pod from its node (it finished or was evicted).
     pub fn release(&mut self, pod: PodId) {
         self.snapshot.forget(pod);
+    }
+
+    /// Cycles answered by batching and full cycles run so far.
+    pub fn cycle_counts(&self) -> (u64, u64) {
+        (self.framework.batched_cycles, self.framework.full_cycles)
     }
 
     fn pod_key(&self, id: PodId) -> String {
@@ -432,12 +446,17 @@ impl<'c> Scheduler<'c> {
             }
         };
         let orders = candidate_orders(&self.snapshot, pods, &capacity);
+        self.scopes += 1;
+        let scope = if nodes.is_some() { self.scopes } else { 0 };
         let mut best = (0usize, String::new());
         for order in orders {
             let mark = self.log.len();
             let mut failed: Vec<(PodId, String)> = Vec::new();
             for &pod in &order {
-                match self.framework.schedule_pod_on(&self.snapshot, pod, nodes) {
+                match self
+                    .framework
+                    .schedule_pod_on(&self.snapshot, pod, nodes, scope)
+                {
                     Ok(node) => self.assume(pod, node),
                     Err(e) => {
                         failed.push((pod, e.message(&self.snapshot)));

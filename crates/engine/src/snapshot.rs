@@ -31,6 +31,9 @@ pub struct Snapshot<'c> {
     pub bound_with_affinity: usize,
     /// Bound pods that have required anti-affinity terms.
     pub bound_with_required_anti_affinity: usize,
+    /// Incremented by every `assume` and `forget`: state derived from the snapshot (the
+    /// batching state) is valid only for the generation it was made at.
+    pub generation: u64,
 }
 
 impl<'c> Snapshot<'c> {
@@ -90,6 +93,7 @@ impl<'c> Snapshot<'c> {
             any_prefer_no_schedule_taint: any_prefer,
             bound_with_affinity: 0,
             bound_with_required_anti_affinity: 0,
+            generation: 0,
         };
         for (i, pod) in cluster.pods.iter().enumerate() {
             if !pod.is_bound() {
@@ -137,6 +141,7 @@ impl<'c> Snapshot<'c> {
     /// Places a pod on a node: its requests, ports and identity now count there.
     pub fn assume(&mut self, id: PodId, node: NodeId) {
         debug_assert!(self.node_of[id.index()].is_none(), "pod assumed twice");
+        self.generation += 1;
         let pod = &self.cluster.pods[id.index()];
         let base = node.index() * self.width;
         for (r, v) in pod.requests.iter() {
@@ -162,6 +167,7 @@ impl<'c> Snapshot<'c> {
         let Some(node) = self.node_of[id.index()].take() else {
             return;
         };
+        self.generation += 1;
         let pod = &self.cluster.pods[id.index()];
         let base = node.index() * self.width;
         for (r, v) in pod.requests.iter() {

@@ -135,3 +135,32 @@ pub fn racks(cluster: &mut Cluster, racks: usize, per_rack: usize) {
         }
     }
 }
+
+/// scheduler_perf's ResourceSaturation shape: `nodes` nodes of 4 CPU and `pods` pods of 3 CPU,
+/// so every pod fills a node.
+pub fn resource_saturation(nodes: usize, pods: usize) -> Cluster {
+    let mut c = Cluster::default();
+    for i in 0..nodes {
+        let n = node(&mut c, &format!("node-{i:05}"), 4000, 32 * GI, 110);
+        c.nodes.push(n);
+    }
+    for i in 0..pods {
+        let p = pod(&mut c, &format!("pod-{i:06}"), 3000, GI);
+        c.pods.push(p);
+    }
+    finish(c)
+}
+
+/// Host port conflicts: `nodes` nodes and `pods` pods that all want host port 8080, so each
+/// node takes one.
+pub fn host_port_conflict(nodes: usize, pods: usize) -> Cluster {
+    let mut c = scheduling_basic(nodes, pods);
+    for p in &mut c.pods {
+        p.host_ports.push(lockstep_model::HostPort {
+            protocol: "TCP".into(),
+            host_ip: String::new(),
+            port: 8080,
+        });
+    }
+    c
+}

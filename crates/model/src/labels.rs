@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 pub type Labels = BTreeMap<String, String>;
 
 /// Operators of `metav1.LabelSelectorRequirement` and `v1.NodeSelectorRequirement`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Operator {
     In,
     NotIn,
@@ -18,7 +18,7 @@ pub enum Operator {
 }
 
 /// One requirement: `key op values`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Requirement {
     pub key: String,
     pub operator: Operator,
@@ -75,7 +75,7 @@ impl LabelSelector {
 
 /// A `v1.NodeSelectorTerm`: requirements on labels and on fields (only `metadata.name`).
 /// A term with no requirements matches no node, as in Kubernetes.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct NodeSelectorTerm {
     pub match_expressions: Vec<Requirement>,
     pub match_fields: Vec<Requirement>,

@@ -27,13 +27,13 @@ pub struct Taint {
     pub effect: TaintEffect,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TolerationOperator {
     Equal,
     Exists,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Toleration {
     /// Empty with `Exists` tolerates every key.
     pub key: String,

@@ -74,7 +74,7 @@ impl ResourceNames {
 }
 
 /// A sparse list of resource amounts, sorted by id, no zero entries.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct ResourceList(Vec<(ResourceId, i64)>);
 
 impl ResourceList {

@@ -4,7 +4,7 @@
 use lockstep_model::{NodeId, Pod, ResourceId, ResourceNames};
 
 use crate::config::ResourceWeight;
-use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin};
+use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, Signature};
 use crate::snapshot::Snapshot;
 
 pub struct BalancedAllocation {
@@ -22,6 +22,10 @@ impl BalancedAllocation {
 impl Plugin for BalancedAllocation {
     fn name(&self) -> &'static str {
         "NodeResourcesBalancedAllocation"
+    }
+    fn sign(&self, _snap: &Snapshot, pod: &Pod, sig: &mut Signature) -> bool {
+        sig.add(self.name(), &pod.requests);
+        true
     }
     fn scores(&self) -> bool {
         true

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use lockstep_model::{Labels, NodeId, Pod, PodAffinityTerm};
 
-use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason};
+use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason, Signature};
 use crate::snapshot::Snapshot;
 
 pub struct InterPodAffinity {
@@ -68,6 +68,12 @@ fn bump(map: &mut TopologyCounts, key: &str, value: &str, by: i64) {
 impl Plugin for InterPodAffinity {
     fn name(&self) -> &'static str {
         "InterPodAffinity"
+    }
+    fn sign(&self, snap: &Snapshot, pod: &Pod, _sig: &mut Signature) -> bool {
+        // Affinity depends on pods on other nodes, both the pod's terms and theirs.
+        pod.pod_affinity.is_empty()
+            && pod.pod_anti_affinity.is_empty()
+            && snap.bound_with_affinity == 0
     }
     fn filters(&self) -> bool {
         true

@@ -3,7 +3,7 @@
 
 use lockstep_model::{NodeId, Pod};
 
-use crate::framework::{CycleState, Plugin, PreFilter, Reason, default_normalize};
+use crate::framework::{CycleState, Plugin, PreFilter, Reason, Signature, default_normalize};
 use crate::snapshot::Snapshot;
 
 pub struct NodeAffinity;
@@ -24,6 +24,14 @@ pub fn required_matches(snap: &Snapshot, pod: &Pod, node: NodeId) -> bool {
 impl Plugin for NodeAffinity {
     fn name(&self) -> &'static str {
         "NodeAffinity"
+    }
+    fn sign(&self, _snap: &Snapshot, pod: &Pod, sig: &mut Signature) -> bool {
+        sig.add(
+            self.name(),
+            &(&pod.node_selector, &pod.node_affinity.required),
+        );
+        // Preferred terms are normalised by the best feasible node.
+        pod.node_affinity.preferred.is_empty()
     }
     fn filters(&self) -> bool {
         true

@@ -4,7 +4,7 @@
 
 use lockstep_model::{NodeId, Pod};
 
-use crate::framework::{CycleState, Plugin, PreFilter, Reason};
+use crate::framework::{CycleState, Plugin, PreFilter, Reason, Signature};
 use crate::snapshot::Snapshot;
 
 pub struct NodeName;
@@ -12,6 +12,10 @@ pub struct NodeName;
 impl Plugin for NodeName {
     fn name(&self) -> &'static str {
         "NodeName"
+    }
+    fn sign(&self, _snap: &Snapshot, pod: &Pod, sig: &mut Signature) -> bool {
+        sig.add(self.name(), &pod.node_name);
+        true
     }
     fn filters(&self) -> bool {
         true

@@ -2,7 +2,7 @@
 
 use lockstep_model::{NodeId, Pod};
 
-use crate::framework::{CycleState, Plugin, PreFilter, Reason};
+use crate::framework::{CycleState, Plugin, PreFilter, Reason, Signature};
 use crate::snapshot::Snapshot;
 
 pub struct NodePorts;
@@ -10,6 +10,10 @@ pub struct NodePorts;
 impl Plugin for NodePorts {
     fn name(&self) -> &'static str {
         "NodePorts"
+    }
+    fn sign(&self, _snap: &Snapshot, pod: &Pod, sig: &mut Signature) -> bool {
+        sig.add(self.name(), &pod.host_ports);
+        true
     }
     fn filters(&self) -> bool {
         true

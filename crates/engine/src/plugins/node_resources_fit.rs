@@ -5,7 +5,7 @@
 use lockstep_model::{NodeId, Pod, ResourceId};
 
 use crate::config::{ScoringStrategy, ScoringStrategyType};
-use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason};
+use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason, Signature};
 use crate::snapshot::Snapshot;
 
 /// kube-scheduler's `MaxCustomPriorityScore`: shape scores are on a 0..10 scale.
@@ -101,6 +101,13 @@ fn scoring_request(pod: &Pod, r: ResourceId) -> i64 {
 impl Plugin for NodeResourcesFit {
     fn name(&self) -> &'static str {
         "NodeResourcesFit"
+    }
+    fn sign(&self, _snap: &Snapshot, pod: &Pod, sig: &mut Signature) -> bool {
+        sig.add(
+            self.name(),
+            &(&pod.requests, pod.non_zero_cpu, pod.non_zero_memory),
+        );
+        true
     }
     fn filters(&self) -> bool {
         true

@@ -3,7 +3,7 @@
 
 use lockstep_model::{NodeId, Pod, Taint, TaintEffect, node::tolerated};
 
-use crate::framework::{CycleState, Plugin, PreFilter, Reason};
+use crate::framework::{CycleState, Plugin, PreFilter, Reason, Signature};
 use crate::snapshot::Snapshot;
 
 pub struct NodeUnschedulable;
@@ -20,6 +20,10 @@ fn tolerates_unschedulable(pod: &Pod) -> bool {
 impl Plugin for NodeUnschedulable {
     fn name(&self) -> &'static str {
         "NodeUnschedulable"
+    }
+    fn sign(&self, _snap: &Snapshot, pod: &Pod, sig: &mut Signature) -> bool {
+        sig.add(self.name(), &tolerates_unschedulable(pod));
+        true
     }
     fn filters(&self) -> bool {
         true

@@ -9,7 +9,7 @@ use lockstep_model::{
     InclusionPolicy, NodeId, Pod, TaintEffect, TopologySpreadConstraint, WhenUnsatisfiable,
 };
 
-use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason};
+use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason, Signature};
 use crate::plugins::node_affinity::required_matches;
 use crate::snapshot::Snapshot;
 
@@ -80,6 +80,10 @@ fn has_all_keys(snap: &Snapshot, pod: &Pod, idx: &[usize], node: NodeId) -> bool
 impl Plugin for PodTopologySpread {
     fn name(&self) -> &'static str {
         "PodTopologySpread"
+    }
+    fn sign(&self, _snap: &Snapshot, pod: &Pod, _sig: &mut Signature) -> bool {
+        // Spreading depends on pods on every node.
+        pod.topology_spread.is_empty()
     }
     fn filters(&self) -> bool {
         true

@@ -3,7 +3,7 @@
 
 use lockstep_model::{NodeId, Pod, TaintEffect};
 
-use crate::framework::{CycleState, Plugin, PreFilter, Reason, default_normalize};
+use crate::framework::{CycleState, Plugin, PreFilter, Reason, Signature, default_normalize};
 use crate::snapshot::Snapshot;
 
 pub struct TaintToleration;
@@ -11,6 +11,12 @@ pub struct TaintToleration;
 impl Plugin for TaintToleration {
     fn name(&self) -> &'static str {
         "TaintToleration"
+    }
+    fn sign(&self, snap: &Snapshot, pod: &Pod, sig: &mut Signature) -> bool {
+        sig.add(self.name(), &pod.tolerations);
+        // The PreferNoSchedule score is normalised by the worst feasible node: it depends
+        // on the other nodes.
+        !snap.any_prefer_no_schedule_taint
     }
     fn filters(&self) -> bool {
         true
