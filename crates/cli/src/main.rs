@@ -2,6 +2,7 @@
 //! and engine decisions into output; it makes no scheduling decision of its own.
 
 mod output;
+mod simulate;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -16,6 +17,7 @@ use lockstep_manifests::Source;
 #[command(
     name = "lockstep",
     version,
+    args_override_self = true,
     about = "A workload-aware scheduler for AI and batch work on Kubernetes"
 )]
 struct Cli {
@@ -27,6 +29,9 @@ struct Cli {
 enum Command {
     /// Schedule the pending pods of a set of manifests once and print the decisions.
     Schedule(ScheduleArgs),
+    /// Replay a workload trace against a cluster in simulated time and report utilization,
+    /// waits, preemptions and fragmentation (no arguments: the embedded scenario).
+    Simulate(simulate::SimulateArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -60,7 +65,8 @@ struct ScheduleArgs {
     /// Schedule every pod with a full cycle, never reusing the previous pod's result.
     #[arg(long)]
     no_batching: bool,
-    /// Scheduler names whose pods this run schedules (pods with no schedulerName always are).
+    /// Scheduler names whose pods this run schedules (a pod without schedulerName has
+    /// default-scheduler, as Kubernetes defaults it).
     #[arg(long = "scheduler-name", value_name = "NAME", default_values = ["default-scheduler", "lockstep"])]
     scheduler_names: Vec<String>,
 }
@@ -117,6 +123,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Schedule(args) => schedule(args),
+        Command::Simulate(args) => simulate::simulate(args),
     };
     match result {
         Ok(text) => {

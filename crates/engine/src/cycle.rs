@@ -250,9 +250,20 @@ impl Framework {
         }
         // PreFilter.
         self.active.clear();
+        let mut only: Option<(Vec<NodeId>, u8)> = None;
         for (i, p) in self.filters.iter().enumerate() {
             match p.pre_filter(snap, pod, &mut self.state) {
                 PreFilter::Run => self.active.push(i),
+                PreFilter::RunOn(nodes, bit) => {
+                    self.active.push(i);
+                    only = Some(match only {
+                        None => (nodes, bit),
+                        Some((prev, bits)) => (
+                            prev.into_iter().filter(|x| nodes.contains(x)).collect(),
+                            bits | bit,
+                        ),
+                    });
+                }
                 PreFilter::Skip => {}
                 PreFilter::RejectAll(r) => {
                     return Err(FitError {
@@ -262,13 +273,28 @@ impl Framework {
                 }
             }
         }
+        let restricted: Vec<NodeId>;
+        let mut candidates = candidates;
+        let mut outside = None;
+        if let Some((mut nodes, bits)) = only {
+            if let Some(c) = candidates {
+                nodes.retain(|x| c.contains(x));
+            }
+            nodes.sort();
+            nodes.dedup();
+            outside = Some(((n - nodes.len()) as u32, Reason::NotInPreFilterResult(bits)));
+            restricted = nodes;
+            candidates = Some(&restricted);
+        }
+        let n_all = n;
+        let n = candidates.map_or(snap.num_nodes(), <[NodeId]>::len);
         // Filter.
         let want = num_feasible_nodes_to_find(self.percentage, n);
         self.feasible.clear();
-        let start = if candidates.is_some() {
-            0
-        } else {
+        let start = if candidates.is_none() {
             self.next_start % n
+        } else {
+            0
         };
         let mut processed = 0;
         for k in 0..n {
@@ -297,9 +323,14 @@ impl Framework {
         if self.feasible.is_empty() {
             let mut reasons: Vec<(Reason, u32)> =
                 self.failures.iter().map(|(r, c)| (*r, *c)).collect();
+            if let Some((count, r)) = outside
+                && count > 0
+            {
+                reasons.push((r, count));
+            }
             reasons.sort();
             return Err(FitError {
-                num_nodes: n,
+                num_nodes: n_all,
                 reasons,
             });
         }

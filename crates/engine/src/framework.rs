@@ -25,6 +25,11 @@ pub enum Reason {
     PodAffinityNotMatch,
     PodAntiAffinityNotMatch,
     ExistingPodsAntiAffinityNotMatch,
+    /// Outside the node set a PreFilter narrowed the cycle to; bit 0 NodeAffinity, bit 1
+    /// NodeName.
+    NotInPreFilterResult(u8),
+    /// Required node affinity terms name conflicting node names.
+    NodeAffinityConflict,
 }
 
 impl Reason {
@@ -59,15 +64,28 @@ impl Reason {
             Reason::ExistingPodsAntiAffinityNotMatch => {
                 "node(s) didn't satisfy existing pods anti-affinity rules".into()
             }
+            Reason::NotInPreFilterResult(bits) => {
+                let names: Vec<&str> = [(1u8, "NodeAffinity"), (2u8, "NodeName")]
+                    .iter()
+                    .filter(|(b, _)| bits & b != 0)
+                    .map(|(_, n)| *n)
+                    .collect();
+                format!("node(s) didn't satisfy plugin(s) [{}]", names.join(" "))
+            }
+            Reason::NodeAffinityConflict => "pod affinity terms conflict".into(),
         }
     }
 }
 
 /// The outcome of a PreFilter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PreFilter {
     /// Run this plugin's filter on every node.
     Run,
+    /// Run this plugin's filter, and only on these nodes (kube-scheduler's
+    /// `PreFilterResult.NodeNames`); the bit names the plugin in
+    /// `Reason::NotInPreFilterResult`.
+    RunOn(Vec<NodeId>, u8),
     /// The filter cannot reject any node for this pod: skip it this cycle.
     Skip,
     /// Every node is rejected for this reason.

@@ -13,8 +13,8 @@ use crate::snapshot::Snapshot;
 #[derive(Debug, Clone)]
 pub struct Options {
     pub profile: Profile,
-    /// Pending pods with one of these `schedulerName`s (or none) are scheduled; others are
-    /// skipped.
+    /// Pending pods whose `schedulerName` (empty means `default-scheduler`) is one of these
+    /// are scheduled; others are skipped.
     pub scheduler_names: Vec<String>,
     /// Opportunistic batching: consecutive pods with the same signature reuse the previous
     /// cycle's scored nodes.
@@ -66,6 +66,16 @@ pub fn queue_order(a: &Pod, b: &Pod) -> std::cmp::Ordering {
         .then_with(|| a.name.cmp(&b.name))
 }
 
+/// The pod's scheduler: an empty `schedulerName` means `default-scheduler`, as the API
+/// server defaults it.
+pub fn effective_scheduler_name(pod: &Pod) -> &str {
+    if pod.scheduler_name.is_empty() {
+        "default-scheduler"
+    } else {
+        &pod.scheduler_name
+    }
+}
+
 /// Whether more bindings elsewhere can make this pod fit where it did not (required pod
 /// affinity, hard topology spread); other failures only get worse as nodes fill.
 fn may_fit_later(pod: &Pod) -> bool {
@@ -110,7 +120,10 @@ impl<'c> Scheduler<'c> {
     }
 
     fn accepts(&self, pod: &Pod) -> bool {
-        pod.scheduler_name.is_empty() || self.options.scheduler_names.contains(&pod.scheduler_name)
+        self.options
+            .scheduler_names
+            .iter()
+            .any(|n| n == effective_scheduler_name(pod))
     }
 
     fn assume(&mut self, pod: PodId, node: NodeId) {
@@ -179,9 +192,10 @@ impl<'c> Scheduler<'c> {
                 continue;
             }
             if !self.accepts(pod) {
-                decisions
-                    .skipped
-                    .push((id, format!("schedulerName {}", pod.scheduler_name)));
+                decisions.skipped.push((
+                    id,
+                    format!("schedulerName {}", effective_scheduler_name(pod)),
+                ));
             } else if let Some(group) = &pod.pod_group {
                 if index.group_of(&pod.namespace, group).is_none() {
                     decisions.waiting.push((

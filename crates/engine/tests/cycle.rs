@@ -199,6 +199,6 @@ fn pod_anti_affinity_one_per_host_and_affinity_follows() {
     assert_eq!(d.bindings.len(), 3, "{d:?}");
     assert_eq!(
         d.unschedulable[0].1,
-        "0/2 nodes are available: 2 node(s) didn't satisfy existing pods anti-affinity rules."
+        "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules."
     );
 }

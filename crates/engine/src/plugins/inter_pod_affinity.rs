@@ -1,5 +1,6 @@
 //! InterPodAffinity: required pod affinity and anti-affinity of the incoming pod, and the
-//! required anti-affinity of pods already running, as a filter; preferred terms (both ways)
+//! required anti-affinity of pods already running, as a filter (checked in that order, as
+//! kube-scheduler does); preferred terms (both ways)
 //! and existing pods' required affinity (weighted by `hardPodAffinityWeight`) as a score.
 
 use std::collections::{BTreeMap, HashMap};
@@ -141,14 +142,6 @@ impl Plugin for InterPodAffinity {
     ) -> bool {
         let s = &state.affinity_filter;
         let labels = &snap.cluster.nodes[node.index()].labels;
-        for (key, values) in &s.existing_anti {
-            if let Some(v) = labels.get(key)
-                && values.get(v.as_str()).is_some_and(|c| *c > 0)
-            {
-                reasons.push(Reason::ExistingPodsAntiAffinityNotMatch);
-                return false;
-            }
-        }
         let req_aff = &pod.pod_affinity.required;
         if !req_aff.is_empty() {
             let mut all_keys = true;
@@ -173,6 +166,14 @@ impl Plugin for InterPodAffinity {
                 && s.anti[i].get(v.as_str()).is_some_and(|c| *c > 0)
             {
                 reasons.push(Reason::PodAntiAffinityNotMatch);
+                return false;
+            }
+        }
+        for (key, values) in &s.existing_anti {
+            if let Some(v) = labels.get(key)
+                && values.get(v.as_str()).is_some_and(|c| *c > 0)
+            {
+                reasons.push(Reason::ExistingPodsAntiAffinityNotMatch);
                 return false;
             }
         }

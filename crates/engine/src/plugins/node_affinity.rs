@@ -21,6 +21,30 @@ pub fn required_matches(snap: &Snapshot, pod: &Pod, node: NodeId) -> bool {
             .is_none_or(|terms| terms.iter().any(|t| t.matches(&n.name, &n.labels)))
 }
 
+/// The node names every required term pins with `matchFields metadata.name In [...]`
+/// (intersected within a term, united across terms); `None` when some term does not pin
+/// names, so every node stays eligible.
+fn node_names(
+    terms: &[lockstep_model::NodeSelectorTerm],
+) -> Option<std::collections::BTreeSet<&str>> {
+    let mut all = std::collections::BTreeSet::new();
+    for t in terms {
+        let mut term: Option<std::collections::BTreeSet<&str>> = None;
+        for r in &t.match_fields {
+            if r.key == "metadata.name" && r.operator == lockstep_model::Operator::In {
+                let s: std::collections::BTreeSet<&str> =
+                    r.values.iter().map(String::as_str).collect();
+                term = Some(match term {
+                    None => s,
+                    Some(prev) => prev.intersection(&s).copied().collect(),
+                });
+            }
+        }
+        all.extend(term?);
+    }
+    Some(all)
+}
+
 impl Plugin for NodeAffinity {
     fn name(&self) -> &'static str {
         "NodeAffinity"
@@ -39,11 +63,19 @@ impl Plugin for NodeAffinity {
     fn scores(&self) -> bool {
         true
     }
-    fn pre_filter(&self, _snap: &Snapshot, pod: &Pod, _state: &mut CycleState) -> PreFilter {
+    fn pre_filter(&self, snap: &Snapshot, pod: &Pod, _state: &mut CycleState) -> PreFilter {
         match &pod.node_affinity.required {
             // Required affinity with no terms matches no node.
             Some(terms) if terms.is_empty() => PreFilter::RejectAll(Reason::NodeAffinityMismatch),
-            Some(_) => PreFilter::Run,
+            Some(terms) => match node_names(terms) {
+                None => PreFilter::Run,
+                Some(names) if names.is_empty() => {
+                    PreFilter::RejectAll(Reason::NodeAffinityConflict)
+                }
+                Some(names) => {
+                    PreFilter::RunOn(names.iter().filter_map(|n| snap.node_id(n)).collect(), 1)
+                }
+            },
             None if !pod.node_selector.is_empty() => PreFilter::Run,
             None => PreFilter::Skip,
         }

@@ -20,11 +20,10 @@ impl Plugin for NodeName {
     fn filters(&self) -> bool {
         true
     }
-    fn pre_filter(&self, _snap: &Snapshot, pod: &Pod, _state: &mut CycleState) -> PreFilter {
-        if pod.node_name.is_some() {
-            PreFilter::Run
-        } else {
-            PreFilter::Skip
+    fn pre_filter(&self, snap: &Snapshot, pod: &Pod, _state: &mut CycleState) -> PreFilter {
+        match &pod.node_name {
+            Some(name) => PreFilter::RunOn(snap.node_id(name).into_iter().collect(), 2),
+            None => PreFilter::Skip,
         }
     }
     fn filter(
