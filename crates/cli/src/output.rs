@@ -83,21 +83,23 @@ impl Report {
             })
             .collect();
         bindings.sort_by(|a, b| a.pod.cmp(&b.pod));
+        let mut pod_groups: Vec<PodGroupStatus> = d
+            .pod_groups
+            .iter()
+            .map(|g| PodGroupStatus {
+                name: g.name.clone(),
+                scheduled: g.scheduled,
+                message: g.message.clone(),
+            })
+            .collect();
+        pod_groups.sort_by(|a, b| a.name.cmp(&b.name));
         Report {
             bindings,
             evictions: Vec::new(),
             unschedulable: messages(&d.unschedulable),
             waiting: messages(&d.waiting),
             skipped: messages(&d.skipped),
-            pod_groups: d
-                .pod_groups
-                .iter()
-                .map(|g| PodGroupStatus {
-                    name: g.name.clone(),
-                    scheduled: g.scheduled,
-                    message: g.message.clone(),
-                })
-                .collect(),
+            pod_groups,
             allocations: Vec::new(),
         }
     }
