@@ -6,6 +6,7 @@
 //! into it, `lockstep-engine` reads from it.
 
 pub mod cluster;
+pub mod dra;
 pub mod labels;
 pub mod node;
 pub mod pod;

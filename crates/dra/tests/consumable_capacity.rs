@@ -1,0 +1,324 @@
+//! Consumable capacity: devices with `allowMultipleAllocations` shared by several claims within
+//! their capacity, with request policies (default, validValues, validRange).
+
+mod common;
+
+use common::*;
+use lockstep_model::dra::{
+    CapacityRange, CapacityRequestPolicy, Device, DeviceCapacity, ExactDeviceRequest,
+};
+
+fn shared_gpu(name: &str, policy: Option<CapacityRequestPolicy>) -> Device {
+    let mut d = device(name, &[("model", s("A100"))]);
+    d.allow_multiple_allocations = true;
+    d.capacity.insert(
+        "memory".into(),
+        DeviceCapacity {
+            value: 80 * GI,
+            request_policy: policy,
+        },
+    );
+    d
+}
+
+fn range_policy() -> CapacityRequestPolicy {
+    CapacityRequestPolicy {
+        default: Some(10 * GI),
+        valid_values: vec![],
+        valid_range: Some(CapacityRange {
+            min: 10 * GI,
+            max: Some(40 * GI),
+            step: Some(10 * GI),
+        }),
+    }
+}
+
+fn asking(gi: Option<i64>) -> ExactDeviceRequest {
+    let mut e = exact("gpu", 1);
+    if let Some(gi) = gi {
+        e.capacity_requests.insert("memory".into(), gi * GI);
+    }
+    e
+}
+
+fn world(devices: Vec<Device>, requests: Vec<(&str, ExactDeviceRequest)>) -> World {
+    let mut w = World::new();
+    w.nodes = vec![node("node-a", &[])];
+    w.slices = vec![slice_on("a", "node-a", "node-a", devices)];
+    w.templates = requests
+        .into_iter()
+        .map(|(n, e)| template(n, vec![request("gpu", e)], vec![]))
+        .collect();
+    w
+}
+
+#[test]
+fn one_gpu_is_shared_by_several_pods_within_its_memory() {
+    let w = world(
+        vec![shared_gpu("gpu-0", None)],
+        vec![("t", asking(Some(20)))],
+    );
+    let mut st = w.state();
+    let n = node_id(&w, "node-a");
+    let t = template_ref(&st, "t");
+    assert_eq!(st.max_replicas(&[t], n, 100), 4);
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let a = st.try_allocate(n, &[t]).unwrap();
+        assert_eq!(devices_of(&st, &a), ["gpu-0"]);
+        st.reserve(&a);
+        held.push(a);
+    }
+    assert!(st.try_allocate(n, &[t]).is_err());
+    let r = st.allocation_result(n, &held[0].claims[0]);
+    assert_eq!(
+        r.devices[0].consumed_capacity,
+        consumed(&[("memory", 20 * GI)])
+    );
+    assert!(r.devices[0].share_id.is_some());
+    st.release(&held.pop().unwrap());
+    assert!(st.try_allocate(n, &[t]).is_ok());
+}
+
+#[test]
+fn requests_are_rounded_up_by_the_range_policy() {
+    let w = world(
+        vec![shared_gpu("gpu-0", Some(range_policy()))],
+        vec![
+            ("fifteen", asking(Some(15))),
+            ("none", asking(None)),
+            ("fifty", asking(Some(50))),
+            ("two", asking(Some(2))),
+        ],
+    );
+    let st = w.state();
+    let n = node_id(&w, "node-a");
+    // 15Gi rounds up to 20Gi: 4 fit.
+    assert_eq!(st.max_replicas(&[template_ref(&st, "fifteen")], n, 100), 4);
+    let a = st.try_allocate(n, &[template_ref(&st, "fifteen")]).unwrap();
+    assert_eq!(
+        st.allocation_result(n, &a.claims[0]).devices[0].consumed_capacity,
+        consumed(&[("memory", 20 * GI)])
+    );
+    // No amount: the policy default, 10Gi: 8 fit.
+    assert_eq!(st.max_replicas(&[template_ref(&st, "none")], n, 100), 8);
+    // Above the range maximum: never.
+    assert_eq!(st.max_replicas(&[template_ref(&st, "fifty")], n, 100), 0);
+    // Below the minimum: rounded up to it.
+    assert_eq!(st.max_replicas(&[template_ref(&st, "two")], n, 100), 8);
+}
+
+#[test]
+fn valid_values_round_up_to_the_next_value() {
+    let policy = CapacityRequestPolicy {
+        default: None,
+        valid_values: vec![10 * GI, 40 * GI, 80 * GI],
+        valid_range: None,
+    };
+    let w = world(
+        vec![shared_gpu("gpu-0", Some(policy))],
+        vec![
+            ("t", asking(Some(11))),
+            ("huge", asking(Some(90))),
+            ("none", asking(None)),
+        ],
+    );
+    let st = w.state();
+    let n = node_id(&w, "node-a");
+    assert_eq!(st.max_replicas(&[template_ref(&st, "t")], n, 100), 2);
+    assert_eq!(st.max_replicas(&[template_ref(&st, "huge")], n, 100), 0);
+    // No amount and no default: the whole capacity.
+    assert_eq!(st.max_replicas(&[template_ref(&st, "none")], n, 100), 1);
+}
+
+#[test]
+fn a_request_for_a_capacity_the_device_lacks_does_not_match() {
+    let mut e = exact("gpu", 1);
+    e.capacity_requests.insert("bandwidth".into(), 1);
+    let w = world(vec![shared_gpu("gpu-0", None)], vec![("t", e)]);
+    let st = w.state();
+    assert!(
+        st.try_allocate(node_id(&w, "node-a"), &[template_ref(&st, "t")])
+            .is_err()
+    );
+}
+
+#[test]
+fn qualified_capacity_names_work_too() {
+    let mut e = exact("gpu", 1);
+    e.capacity_requests
+        .insert("gpu.example.com/memory".into(), 40 * GI);
+    let w = world(vec![shared_gpu("gpu-0", None)], vec![("t", e)]);
+    let st = w.state();
+    assert_eq!(
+        st.max_replicas(&[template_ref(&st, "t")], node_id(&w, "node-a"), 100),
+        2
+    );
+}
+
+#[test]
+fn capacity_requests_on_an_exclusive_device_only_filter() {
+    let plain = with_capacity(device("gpu-0", &[]), "memory", 16 * GI);
+    let big = with_capacity(device("gpu-1", &[]), "memory", 80 * GI);
+    let w = world(vec![plain, big], vec![("t", asking(Some(40)))]);
+    let st = w.state();
+    let n = node_id(&w, "node-a");
+    let a = st.try_allocate(n, &[template_ref(&st, "t")]).unwrap();
+    assert_eq!(devices_of(&st, &a), ["gpu-1"]);
+    assert!(a.claims[0].devices[0].consumed_capacity.is_empty());
+    assert_eq!(st.max_replicas(&[template_ref(&st, "t")], n, 100), 1);
+}
+
+#[test]
+fn a_shared_device_can_serve_two_requests_of_one_claim() {
+    let mut w = world(vec![shared_gpu("gpu-0", None)], vec![]);
+    w.templates = vec![template(
+        "t",
+        vec![
+            request("a", asking(Some(30))),
+            request("b", asking(Some(30))),
+        ],
+        vec![],
+    )];
+    let st = w.state();
+    let a = st
+        .try_allocate(node_id(&w, "node-a"), &[template_ref(&st, "t")])
+        .unwrap();
+    assert_eq!(picked(&st, &a), ["a=gpu-0", "b=gpu-0"]);
+    w.templates = vec![template(
+        "t",
+        vec![
+            request("a", asking(Some(50))),
+            request("b", asking(Some(50))),
+        ],
+        vec![],
+    )];
+    let st = w.state();
+    assert!(
+        st.try_allocate(node_id(&w, "node-a"), &[template_ref(&st, "t")])
+            .is_err()
+    );
+}
+
+#[test]
+fn a_shared_device_consumes_its_counters_once() {
+    use lockstep_model::dra::{CounterSet, DeviceCounterConsumption};
+    let mut shared = shared_gpu("gpu-0-shared", None);
+    shared.consumes_counters = vec![DeviceCounterConsumption {
+        counter_set: "gpu-0".into(),
+        counters: [("slices".to_string(), 7)].into(),
+    }];
+    let mut exclusive = device("gpu-0-1g", &[]);
+    exclusive.consumes_counters = vec![DeviceCounterConsumption {
+        counter_set: "gpu-0".into(),
+        counters: [("slices".to_string(), 1)].into(),
+    }];
+    let mut w = world(vec![shared, exclusive], vec![("share", asking(Some(10)))]);
+    w.slices[0].shared_counters = vec![CounterSet {
+        name: "gpu-0".into(),
+        counters: [("slices".to_string(), 7)].into(),
+    }];
+    w.templates.push(template(
+        "mig",
+        vec![request(
+            "gpu",
+            selecting(exact("gpu", 1), &["!device.allowMultipleAllocations"]),
+        )],
+        vec![],
+    ));
+    let mut st = w.state();
+    let n = node_id(&w, "node-a");
+    let share = template_ref(&st, "share");
+    // Many shares, one consumption of the counters.
+    assert_eq!(st.max_replicas(&[share], n, 100), 8);
+    let a = st.try_allocate(n, &[share]).unwrap();
+    st.reserve(&a);
+    assert!(st.try_allocate(n, &[template_ref(&st, "mig")]).is_err());
+    st.release(&a);
+    assert!(st.try_allocate(n, &[template_ref(&st, "mig")]).is_ok());
+}
+
+#[test]
+fn all_mode_takes_shared_devices_with_room() {
+    let mut e = all("gpu");
+    e.capacity_requests.insert("memory".into(), 50 * GI);
+    let w = world(
+        vec![shared_gpu("gpu-0", None), shared_gpu("gpu-1", None)],
+        vec![("half", asking(Some(40))), ("all", e)],
+    );
+    let mut st = w.state();
+    let n = node_id(&w, "node-a");
+    let a = st.try_allocate(n, &[template_ref(&st, "half")]).unwrap();
+    st.reserve(&a);
+    let b = st.try_allocate(n, &[template_ref(&st, "all")]).unwrap();
+    assert_eq!(devices_of(&st, &b), ["gpu-1"]);
+}
+
+#[test]
+fn capacity_consumed_by_claims_allocated_in_the_input_is_in_use() {
+    use lockstep_model::dra::{AllocationResult, DeviceAllocation};
+    let mut w = world(
+        vec![shared_gpu("gpu-0", None)],
+        vec![("thirty", asking(Some(30))), ("twenty", asking(Some(20)))],
+    );
+    let big = selecting(
+        exact("gpu", 1),
+        &["device.attributes['gpu.example.com'].model == 'H100'"],
+    );
+    let mut c = claim(
+        "running",
+        vec![first_available(
+            "gpu",
+            vec![("big", big), ("shared", asking(Some(60)))],
+        )],
+        vec![],
+    );
+    c.allocation = Some(AllocationResult {
+        devices: vec![DeviceAllocation {
+            request: "gpu/shared".into(),
+            driver: DRIVER.into(),
+            pool: "node-a".into(),
+            device: "gpu-0".into(),
+            consumed_capacity: consumed(&[("memory", 60 * GI)]),
+            share_id: Some("5c6a0d7e-0000-4000-8000-000000000001".into()),
+            ..DeviceAllocation::default()
+        }],
+        node_selector: None,
+    });
+    c.reserved_for = vec!["default/running-pod".into()];
+    w.claims = vec![c];
+    let st = w.state();
+    let n = node_id(&w, "node-a");
+    assert_eq!(st.max_replicas(&[template_ref(&st, "thirty")], n, 10), 0);
+    assert_eq!(st.max_replicas(&[template_ref(&st, "twenty")], n, 10), 1);
+    let running = st.allocation_of(n, &[claim_ref(&st, "running")]).unwrap();
+    assert_eq!(picked(&st, &running), ["gpu/shared=gpu-0"]);
+    let mut st = st;
+    st.release(&running);
+    assert_eq!(st.max_replicas(&[template_ref(&st, "twenty")], n, 10), 4);
+}
+
+#[test]
+fn an_allocation_naming_an_unknown_request_is_bad_input() {
+    use lockstep_model::dra::{AllocationResult, DeviceAllocation};
+    let mut w = world(vec![shared_gpu("gpu-0", None)], vec![]);
+    let mut c = claim("running", vec![request("gpu", asking(Some(10)))], vec![]);
+    c.allocation = Some(AllocationResult {
+        devices: vec![DeviceAllocation {
+            request: "gpu/sub".into(),
+            driver: DRIVER.into(),
+            pool: "node-a".into(),
+            device: "gpu-0".into(),
+            ..DeviceAllocation::default()
+        }],
+        node_selector: None,
+    });
+    w.claims = vec![c];
+    let e = lockstep_dra::DraState::new(w.inputs())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("ResourceClaim default/running: status.allocation.devices.results[0].request"),
+        "{e}"
+    );
+}
