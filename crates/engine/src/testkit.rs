@@ -58,6 +58,7 @@ pub fn pod(cluster: &mut Cluster, name: &str, cpu_milli: i64, memory: i64) -> Po
         host_ports: Vec::new(),
         topology_spread: Vec::new(),
         pod_group: None,
+        resource_claims: Vec::new(),
         terminating: false,
     }
 }

@@ -19,7 +19,7 @@ pub use labels::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm, Operator
 pub use node::{Node, NodeId, Taint, TaintEffect, Toleration, TolerationOperator};
 pub use pod::{
     HostPort, InclusionPolicy, IntOrPercent, NodeAffinity, Pod, PodAffinity, PodAffinityTerm,
-    PodDisruptionBudget, PodId, PodPhase, PreemptionPolicy, PriorityClass,
+    PodDisruptionBudget, PodId, PodPhase, PodResourceClaim, PreemptionPolicy, PriorityClass,
     TopologySpreadConstraint, WhenUnsatisfiable,
 };
 pub use quantity::{Quantity, QuantityError};

@@ -139,6 +139,8 @@ pub struct Pod {
     pub topology_spread: Vec<TopologySpreadConstraint>,
     /// `spec.schedulingGroup.podGroupName`.
     pub pod_group: Option<String>,
+    /// `spec.resourceClaims`: the DRA claims the pod uses.
+    pub resource_claims: Vec<PodResourceClaim>,
     /// Set when the pod is being deleted; it still holds its resources.
     pub terminating: bool,
 }
@@ -155,6 +157,17 @@ impl Pod {
     pub fn is_pending(&self) -> bool {
         self.node_name.is_none() && !matches!(self.phase, PodPhase::Succeeded | PodPhase::Failed)
     }
+}
+
+/// One entry of a pod's `spec.resourceClaims`: exactly one of the two sources is set.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PodResourceClaim {
+    /// The name the pod's containers use.
+    pub name: String,
+    /// An existing ResourceClaim in the pod's namespace.
+    pub resource_claim_name: Option<String>,
+    /// A ResourceClaimTemplate in the pod's namespace: the pod gets a claim of its own.
+    pub resource_claim_template_name: Option<String>,
 }
 
 #[derive(Debug, Clone)]

@@ -178,6 +178,7 @@ pub(crate) fn pod(
             .as_ref()
             .and_then(|g| non_empty(&g.pod_group_name))
             .map(str::to_string),
+        resource_claims: Vec::new(),
         terminating: p.metadata.deletion_timestamp.is_some(),
         labels,
     })
