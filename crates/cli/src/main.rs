@@ -31,7 +31,7 @@ enum Command {
     Schedule(ScheduleArgs),
     /// Replay a workload trace against a cluster in simulated time and report utilization,
     /// waits, preemptions and fragmentation (no arguments: the embedded scenario).
-    Simulate(simulate::SimulateArgs),
+    Simulate(Box<simulate::SimulateArgs>),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -59,9 +59,10 @@ struct ScheduleArgs {
     /// A KubeSchedulerConfiguration file (one profile).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Victim selection for gangs whose disruptionMode is single.
-    #[arg(long, value_enum, default_value = "minimal")]
-    gang_preemption: GangPreemption,
+    /// Victim selection for gangs whose disruptionMode is single [default: minimal, or the
+    /// config file's gangPreemption].
+    #[arg(long, value_enum)]
+    gang_preemption: Option<GangPreemption>,
     /// Schedule every pod with a full cycle, never reusing the previous pod's result.
     #[arg(long)]
     no_batching: bool,
@@ -93,7 +94,12 @@ fn schedule(args: &ScheduleArgs) -> Result<String> {
         options.profile = load_config(path)?;
     }
     options.batching = !args.no_batching;
-    let _ = args.gang_preemption;
+    options.gang_preemption = match args.gang_preemption {
+        Some(GangPreemption::Off) => lockstep_engine::GangPreemption::Off,
+        Some(GangPreemption::Minimal) => lockstep_engine::GangPreemption::Minimal,
+        Some(GangPreemption::Atomic) => lockstep_engine::GangPreemption::Atomic,
+        None => options.profile.gang_preemption.unwrap_or_default(),
+    };
     let sources: Vec<Source> = args
         .files
         .iter()

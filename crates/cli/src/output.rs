@@ -38,10 +38,14 @@ pub struct PodMessage {
 }
 
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PodGroupStatus {
     pub name: String,
     pub scheduled: bool,
     pub message: String,
+    /// Set when preemption took pods of the group: the DisruptionTarget condition's message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disruption_target: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -90,12 +94,35 @@ impl Report {
                 name: g.name.clone(),
                 scheduled: g.scheduled,
                 message: g.message.clone(),
+                disruption_target: None,
             })
             .collect();
+        for (name, why) in &d.disrupted_groups {
+            match pod_groups.iter_mut().find(|g| g.name == *name) {
+                Some(g) => g.disruption_target = Some(why.clone()),
+                None => pod_groups.push(PodGroupStatus {
+                    name: name.clone(),
+                    scheduled: true,
+                    message: why.clone(),
+                    disruption_target: Some(why.clone()),
+                }),
+            }
+        }
         pod_groups.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut evictions: Vec<Eviction> = d
+            .evictions
+            .iter()
+            .map(|e| Eviction {
+                pod: key(e.pod),
+                node: cluster.nodes[e.node.index()].name.clone(),
+                preemptor: e.preemptor.clone(),
+                reason: e.reason.clone(),
+            })
+            .collect();
+        evictions.sort_by(|a, b| a.pod.cmp(&b.pod));
         Report {
             bindings,
-            evictions: Vec::new(),
+            evictions,
             unschedulable: messages(&d.unschedulable),
             waiting: messages(&d.waiting),
             skipped: messages(&d.skipped),

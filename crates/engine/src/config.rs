@@ -145,6 +145,8 @@ pub struct Profile {
     pub hard_pod_affinity_weight: i64,
     /// 0 means kube-scheduler's adaptive default.
     pub percentage_of_nodes_to_score: u32,
+    /// lockstep's `gangPreemption` key, when the file sets it.
+    pub gang_preemption: Option<crate::preemption::GangPreemption>,
 }
 
 impl Default for Profile {
@@ -160,6 +162,7 @@ impl Default for Profile {
             balanced_resources: cpu_memory(),
             hard_pod_affinity_weight: 1,
             percentage_of_nodes_to_score: 0,
+            gang_preemption: None,
         }
     }
 }
@@ -179,6 +182,9 @@ pub struct KubeSchedulerConfiguration {
     pub percentage_of_nodes_to_score: Option<u32>,
     #[serde(default)]
     pub profiles: Vec<ProfileSpec>,
+    /// lockstep extension: victim selection for gangs (`off`, `minimal`, `atomic`).
+    #[serde(default)]
+    pub gang_preemption: Option<crate::preemption::GangPreemption>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -407,7 +413,10 @@ impl KubeSchedulerConfiguration {
                 ),
             });
         }
-        let mut p = Profile::default();
+        let mut p = Profile {
+            gang_preemption: self.gang_preemption,
+            ..Profile::default()
+        };
         if let Some(v) = check_percentage(
             self.percentage_of_nodes_to_score,
             "percentageOfNodesToScore",

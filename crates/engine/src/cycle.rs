@@ -100,6 +100,10 @@ pub struct Framework {
     batch: Option<Batch>,
     signature: Signature,
     active_scorers: Vec<usize>,
+    /// The total score of the node the last successful cycle chose.
+    pub last_score: i64,
+    /// Score even a single feasible node (preemption compares placements by score).
+    pub(crate) force_score: bool,
     /// Cycles answered from the batch state, and full cycles (for reports and tests).
     pub batched_cycles: u64,
     pub full_cycles: u64,
@@ -143,6 +147,8 @@ impl Framework {
             active_scorers: Vec::new(),
             batched_cycles: 0,
             full_cycles: 0,
+            last_score: 0,
+            force_score: false,
         })
     }
 
@@ -156,6 +162,29 @@ impl Framework {
     /// cluster changed in a way the snapshot generation does not show).
     pub fn expire_batch(&mut self) {
         self.batch = None;
+    }
+
+    /// Whether `pod` passes every filter on `node` against the snapshot as it is (PreFilter
+    /// state is computed afresh). Used by preemption to test a node with victims removed.
+    pub fn fits_on(&mut self, snap: &Snapshot, pod_id: PodId, node: NodeId) -> bool {
+        let pod = snap.pod(pod_id);
+        self.active.clear();
+        for (i, p) in self.filters.iter().enumerate() {
+            match p.pre_filter(snap, pod, &mut self.state) {
+                PreFilter::Run => self.active.push(i),
+                PreFilter::RunOn(nodes, _) => {
+                    if !nodes.contains(&node) {
+                        return false;
+                    }
+                    self.active.push(i);
+                }
+                PreFilter::Skip => {}
+                PreFilter::RejectAll(_) => return false,
+            }
+        }
+        // The batching state describes a scan, not this probe.
+        self.batch = None;
+        self.passes(snap, pod, node)
     }
 
     /// Computes the pod's signature into `self.signature`; false when some plugin cannot
@@ -202,8 +231,9 @@ impl Framework {
                 .sum();
             b.heap.push((total, Reverse(b.last)));
         }
-        while let Some((_, Reverse(node))) = b.heap.pop() {
+        while let Some((score, Reverse(node))) = b.heap.pop() {
             if self.passes(snap, pod, node) {
+                self.last_score = score;
                 b.last = node;
                 b.generation = snap.generation + 1;
                 self.batch = Some(b);
@@ -334,8 +364,9 @@ impl Framework {
                 reasons,
             });
         }
-        if self.feasible.len() == 1 {
+        if self.feasible.len() == 1 && !self.force_score {
             self.batch = None;
+            self.last_score = 0;
             return Ok(self.feasible[0]);
         }
         // Score.
@@ -369,6 +400,7 @@ impl Framework {
             }
         }
         let chosen = self.feasible[best];
+        self.last_score = self.total[best];
         self.batch = signed.then(|| Batch {
             signature: self.signature.clone(),
             scope,

@@ -165,15 +165,24 @@ impl GroupIndex {
 
     /// How many member pods a group still needs bound for its gang condition (0 once
     /// enough members run or the group was already initially scheduled).
-    pub fn needed(&self, cluster: &Cluster, g: usize) -> usize {
-        let pg = &cluster.pod_groups[g];
+    pub fn needed(&self, snap: &Snapshot, g: usize) -> usize {
+        let pg = &snap.cluster.pod_groups[g];
         if pg.initially_scheduled {
             return 0;
         }
         match pg.policy {
-            GroupPolicy::Gang { min } => (min as usize).saturating_sub(self.groups[g].bound.len()),
+            GroupPolicy::Gang { min } => (min as usize).saturating_sub(self.running(snap, g)),
             GroupPolicy::Basic => 0,
         }
+    }
+
+    /// Members that hold a node now (members evicted during the run no longer count).
+    pub fn running(&self, snap: &Snapshot, g: usize) -> usize {
+        self.groups[g]
+            .bound
+            .iter()
+            .filter(|p| snap.node_of(**p).is_some())
+            .count()
     }
 
     /// Whether a group has enough members present to enter the queue.

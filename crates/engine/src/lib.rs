@@ -11,11 +11,13 @@ pub mod cycle;
 pub mod framework;
 pub mod group;
 pub mod plugins;
+pub mod preemption;
 pub mod scheduler;
 pub mod snapshot;
 pub mod testkit;
 
 pub use config::{KubeSchedulerConfiguration, Profile};
 pub use cycle::{FitError, Framework};
+pub use preemption::{Eviction, GangPreemption};
 pub use scheduler::{Decisions, GroupStatus, Options, Scheduler, schedule};
 pub use snapshot::Snapshot;

@@ -7,6 +7,7 @@ use lockstep_model::{Cluster, GroupPolicy, NodeId, Pod, PodId, WhenUnsatisfiable
 use crate::config::{ConfigError, Profile};
 use crate::cycle::Framework;
 use crate::group::{GroupIndex, Unit, candidate_orders, capacity_of, domains, free_of};
+use crate::preemption::{Eviction, GangPreemption};
 use crate::snapshot::Snapshot;
 
 /// Run options.
@@ -19,6 +20,10 @@ pub struct Options {
     /// Opportunistic batching: consecutive pods with the same signature reuse the previous
     /// cycle's scored nodes.
     pub batching: bool,
+    /// Whether pods and groups that do not fit may preempt lower-priority pods.
+    pub preemption: bool,
+    /// Victim selection for groups whose `disruptionMode` is `single`.
+    pub gang_preemption: GangPreemption,
 }
 
 impl Default for Options {
@@ -27,6 +32,8 @@ impl Default for Options {
             profile: Profile::default(),
             scheduler_names: vec!["default-scheduler".into(), "lockstep".into()],
             batching: true,
+            preemption: true,
+            gang_preemption: GangPreemption::default(),
         }
     }
 }
@@ -50,6 +57,10 @@ pub struct Decisions {
     pub skipped: Vec<(PodId, String)>,
     /// Every PodGroup with pending members.
     pub pod_groups: Vec<GroupStatus>,
+    /// Pods evicted by preemption, in the order decided.
+    pub evictions: Vec<Eviction>,
+    /// PodGroups that lost pods to preemption (`namespace/name`, DisruptionTarget message).
+    pub disrupted_groups: Vec<(String, String)>,
 }
 
 /// PrioritySort: higher priority first, then earlier creation, then namespace/name.
@@ -87,8 +98,8 @@ fn may_fit_later(pod: &Pod) -> bool {
 }
 
 /// The outcome of one group or composite attempt.
-struct Attempt {
-    ok: bool,
+pub(crate) struct Attempt {
+    pub(crate) ok: bool,
     message: String,
     /// Member pods that did not get a node, with why.
     failed: Vec<(PodId, String)>,
@@ -98,12 +109,16 @@ struct Attempt {
 
 pub struct Scheduler<'c> {
     pub snapshot: Snapshot<'c>,
-    framework: Framework,
-    options: Options,
+    pub(crate) framework: Framework,
+    pub(crate) options: Options,
     /// Pods assumed inside the open transactions, in order.
-    log: Vec<(PodId, NodeId)>,
+    pub(crate) log: Vec<(PodId, NodeId)>,
     /// The last batching scope handed out (0 is the whole cluster).
     scopes: u64,
+    /// Pods placed by the current `schedule` call: never victims of preemption in it.
+    pub(crate) placed_now: Vec<bool>,
+    /// Sum of the chosen nodes' scores over the pods placed by the last `search`.
+    pub(crate) score_sum: i64,
 }
 
 impl<'c> Scheduler<'c> {
@@ -113,9 +128,11 @@ impl<'c> Scheduler<'c> {
         Ok(Scheduler {
             framework,
             snapshot: Snapshot::new(cluster),
+            placed_now: vec![false; cluster.pods.len()],
             options,
             log: Vec::new(),
             scopes: 0,
+            score_sum: 0,
         })
     }
 
@@ -126,12 +143,12 @@ impl<'c> Scheduler<'c> {
             .any(|n| n == effective_scheduler_name(pod))
     }
 
-    fn assume(&mut self, pod: PodId, node: NodeId) {
+    pub(crate) fn assume(&mut self, pod: PodId, node: NodeId) {
         self.snapshot.assume(pod, node);
         self.log.push((pod, node));
     }
 
-    fn rollback(&mut self, mark: usize) {
+    pub(crate) fn rollback(&mut self, mark: usize) {
         while self.log.len() > mark {
             let (pod, _) = self.log.pop().expect("log longer than mark");
             self.snapshot.forget(pod);
@@ -267,17 +284,32 @@ impl<'c> Scheduler<'c> {
                     Unit::Pod(id) => match self.framework.schedule_pod(&self.snapshot, id) {
                         Ok(node) => {
                             self.snapshot.assume(id, node);
+                            self.placed_now[id.index()] = true;
                             decisions.bindings.push((id, node));
                         }
-                        Err(e) => failed.push((id, e.message(&self.snapshot))),
+                        Err(e) => {
+                            let message = e.message(&self.snapshot);
+                            match self.preempt_for_pod(&index, id, &mut decisions) {
+                                Some(node) => {
+                                    self.snapshot.assume(id, node);
+                                    self.placed_now[id.index()] = true;
+                                    decisions.bindings.push((id, node));
+                                }
+                                None => failed.push((id, message)),
+                            }
+                        }
                     },
                     Unit::Group(_) | Unit::Composite(_) => {
                         let mark = self.log.len();
-                        let attempt = match unit {
-                            Unit::Group(g) => self.try_group(&index, g, None),
-                            Unit::Composite(c) => self.try_composite(&index, c, None),
-                            Unit::Pod(_) => unreachable!("handled above"),
-                        };
+                        let mut attempt = self.try_unit(&index, unit);
+                        if !attempt.ok
+                            && let Some(after) = self.preempt_for_unit(&index, unit, &mut decisions)
+                        {
+                            attempt = after;
+                        }
+                        for &(p, _) in &self.log[mark..] {
+                            self.placed_now[p.index()] = true;
+                        }
                         decisions.bindings.extend(self.log.drain(mark..));
                         decisions.unschedulable.extend(attempt.failed);
                         for (g, ok, msg) in attempt.statuses {
@@ -303,7 +335,7 @@ impl<'c> Scheduler<'c> {
             }
             let initially = cluster.pod_groups[g].initially_scheduled;
             let (scheduled, message) = status.unwrap_or((false, "not attempted".into()));
-            decisions.pod_groups.push(crate::scheduler::GroupStatus {
+            decisions.pod_groups.push(GroupStatus {
                 name: index.groups[g].key.clone(),
                 // PodGroupInitiallyScheduled never reverts.
                 scheduled: scheduled || initially,
@@ -311,6 +343,141 @@ impl<'c> Scheduler<'c> {
             });
         }
         decisions
+    }
+
+    fn try_unit(&mut self, index: &GroupIndex, unit: Unit) -> Attempt {
+        match unit {
+            Unit::Group(g) => self.try_group(index, g, None),
+            Unit::Composite(c) => self.try_composite(index, c, None),
+            Unit::Pod(_) => unreachable!("pods have their own cycle"),
+        }
+    }
+
+    /// Takes victims off their nodes, returning where they were.
+    fn lift_victims(&mut self, victims: &[PodId]) -> Vec<(PodId, NodeId)> {
+        let lifted: Vec<(PodId, NodeId)> = victims
+            .iter()
+            .filter_map(|v| self.snapshot.node_of(*v).map(|n| (*v, n)))
+            .collect();
+        for (v, _) in &lifted {
+            self.snapshot.forget(*v);
+        }
+        lifted
+    }
+
+    /// Records the evictions of victims already taken off their nodes.
+    fn record_evictions(
+        &self,
+        index: &GroupIndex,
+        evicted: &[(PodId, NodeId)],
+        preemptor: &str,
+        reason: &str,
+        decisions: &mut Decisions,
+    ) {
+        let cluster = self.snapshot.cluster;
+        for &(v, node) in evicted {
+            let pod = &cluster.pods[v.index()];
+            let group = pod
+                .pod_group
+                .as_ref()
+                .and_then(|g| index.group_of(&pod.namespace, g));
+            let mut why = reason.to_string();
+            if let Some(g) = group {
+                if cluster.pod_groups[g].disruption_mode == lockstep_model::DisruptionMode::All {
+                    why += &format!("; pod group {} has disruptionMode all", index.groups[g].key);
+                }
+                let key = index.groups[g].key.clone();
+                if !decisions.disrupted_groups.iter().any(|(k, _)| *k == key) {
+                    decisions.disrupted_groups.push((
+                        key,
+                        format!("DisruptionTarget: PreemptionByScheduler: {reason}"),
+                    ));
+                }
+            }
+            decisions.evictions.push(Eviction {
+                pod: v,
+                node,
+                preemptor: preemptor.to_string(),
+                reason: why,
+            });
+        }
+    }
+
+    /// Pod preemption: evicts victims and returns the node the pod now fits on.
+    fn preempt_for_pod(
+        &mut self,
+        index: &GroupIndex,
+        id: PodId,
+        decisions: &mut Decisions,
+    ) -> Option<NodeId> {
+        let pod = self.snapshot.pod(id);
+        if !self.options.preemption || !Self::may_preempt(pod.preemption_policy) {
+            return None;
+        }
+        let (node, victims) = self.choose_pod_victims(index, id)?;
+        let lifted = self.lift_victims(&victims);
+        if !self.framework.fits_on(&self.snapshot, id, node) {
+            self.restore(&lifted);
+            return None;
+        }
+        let reason = format!("preempted by pod {} (priority {})", pod.key(), pod.priority);
+        self.record_evictions(index, &lifted, &pod.key(), &reason, decisions);
+        Some(node)
+    }
+
+    /// Group preemption: evicts victims and runs the group cycle again; `None` when
+    /// preemption cannot help (then nothing was evicted).
+    fn preempt_for_unit(
+        &mut self,
+        index: &GroupIndex,
+        unit: Unit,
+        decisions: &mut Decisions,
+    ) -> Option<Attempt> {
+        let cluster = self.snapshot.cluster;
+        if !self.options.preemption {
+            return None;
+        }
+        let (policy, priority, key) = match unit {
+            Unit::Group(g) => (
+                cluster.pod_groups[g].preemption_policy,
+                index.groups[g].priority,
+                index.groups[g].key.clone(),
+            ),
+            Unit::Composite(c) => (
+                cluster.composite_pod_groups[c].preemption_policy,
+                index.composites[c].priority,
+                index.composites[c].key.clone(),
+            ),
+            Unit::Pod(_) => return None,
+        };
+        if !Self::may_preempt(policy) {
+            return None;
+        }
+        let pending: Vec<PodId> = match unit {
+            Unit::Group(g) => index.groups[g].pending.clone(),
+            Unit::Composite(c) => {
+                let mut p = Vec::new();
+                index.composite_pending(c, &mut p);
+                p
+            }
+            Unit::Pod(_) => return None,
+        };
+        let victims = self.choose_gang_victims(index, unit, &pending, priority)?;
+        let lifted = self.lift_victims(&victims);
+        let mark = self.log.len();
+        let attempt = self.try_unit(index, unit);
+        if !attempt.ok {
+            // Cannot happen when the choice was checked; stay transactional regardless.
+            self.rollback(mark);
+            self.restore(&lifted);
+            return None;
+        }
+        let reason = format!(
+            "preempted by gang {key} (priority {priority}) in {} mode",
+            self.options.gang_preemption.as_str()
+        );
+        self.record_evictions(index, &lifted, &key, &reason, decisions);
+        Some(attempt)
     }
 
     fn mark_subtree(
@@ -464,6 +631,7 @@ impl<'c> Scheduler<'c> {
         let scope = if nodes.is_some() { self.scopes } else { 0 };
         let mut best = (0usize, String::new());
         for order in orders {
+            self.score_sum = 0;
             let mark = self.log.len();
             let mut failed: Vec<(PodId, String)> = Vec::new();
             for &pod in &order {
@@ -471,7 +639,10 @@ impl<'c> Scheduler<'c> {
                     .framework
                     .schedule_pod_on(&self.snapshot, pod, nodes, scope)
                 {
-                    Ok(node) => self.assume(pod, node),
+                    Ok(node) => {
+                        self.score_sum += self.framework.last_score;
+                        self.assume(pod, node);
+                    }
                     Err(e) => {
                         failed.push((pod, e.message(&self.snapshot)));
                         if pods.len() - failed.len() < target {
@@ -497,12 +668,17 @@ impl<'c> Scheduler<'c> {
     }
 
     /// One group cycle for PodGroup `g` within `nodes` (None: the whole cluster).
-    fn try_group(&mut self, index: &GroupIndex, g: usize, nodes: Option<&[NodeId]>) -> Attempt {
+    pub(crate) fn try_group(
+        &mut self,
+        index: &GroupIndex,
+        g: usize,
+        nodes: Option<&[NodeId]>,
+    ) -> Attempt {
         let cluster = self.snapshot.cluster;
         let pg = &cluster.pod_groups[g];
         let info = &index.groups[g];
         let pods = info.pending.clone();
-        let needed = index.needed(cluster, g);
+        let needed = index.needed(&self.snapshot, g);
         let target = needed.max(1);
         let domain_list = self.candidate_domains(
             nodes,
@@ -544,7 +720,7 @@ impl<'c> Scheduler<'c> {
             GroupPolicy::Gang { min } => format!(
                 "gang {}: {} of minCount {} pods fit",
                 info.key,
-                best.as_ref().map_or(0, |b| b.0) + info.bound.len(),
+                best.as_ref().map_or(0, |b| b.0) + index.running(&self.snapshot, g),
                 min
             ),
             GroupPolicy::Basic => format!("pod group {}: no pod fits", info.key),
@@ -573,7 +749,12 @@ impl<'c> Scheduler<'c> {
 
     /// One cycle for a CompositePodGroup tree: at least `minGroupCount` ready children must
     /// fit together, each meeting its own gang condition, inside the composite's domain.
-    fn try_composite(&mut self, index: &GroupIndex, c: usize, nodes: Option<&[NodeId]>) -> Attempt {
+    pub(crate) fn try_composite(
+        &mut self,
+        index: &GroupIndex,
+        c: usize,
+        nodes: Option<&[NodeId]>,
+    ) -> Attempt {
         let cluster = self.snapshot.cluster;
         let cpg = &cluster.composite_pod_groups[c];
         let info = &index.composites[c];

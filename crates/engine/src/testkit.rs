@@ -165,3 +165,20 @@ pub fn host_port_conflict(nodes: usize, pods: usize) -> Cluster {
     }
     c
 }
+
+/// A running pod on `node` requesting `cpu_milli`, with `priority`, optionally in `group`.
+pub fn running(
+    cluster: &mut Cluster,
+    name: &str,
+    node: &str,
+    cpu_milli: i64,
+    priority: i32,
+    group: Option<&str>,
+) -> Pod {
+    let mut p = pod(cluster, name, cpu_milli, GI);
+    p.node_name = Some(node.into());
+    p.phase = PodPhase::Running;
+    p.priority = priority;
+    p.pod_group = group.map(str::to_string);
+    p
+}

@@ -123,17 +123,18 @@ proptest! {
         let again = schedule(&cluster, Options::default()).unwrap();
         prop_assert_eq!(&d, &again);
 
-        // Replay the bindings onto a fresh snapshot: capacity holds for pods placed by the
-        // run (pre-bound pods may already overcommit, as in a real cluster).
+        // Replay evictions and bindings onto a fresh snapshot: every node the run placed a
+        // pod on is within capacity (pre-bound pods elsewhere may overcommit, as in a real
+        // cluster).
         let mut snap = Snapshot::new(&cluster);
-        let pre_bound: Vec<(i64, i64, u32)> = (0..cluster.nodes.len())
-            .map(|i| {
-                let n = NodeId(i as u32);
-                (snap.requested(n, ResourceId::CPU), snap.requested(n, ResourceId::MEMORY), snap.pod_count(n))
-            })
-            .collect();
+        for e in &d.evictions {
+            prop_assert!(snap.node_of(e.pod).is_some(), "evicted a pod that was not running");
+            snap.forget(e.pod);
+        }
+        let mut touched = vec![false; cluster.nodes.len()];
         for (pod, node) in &d.bindings {
             snap.assume(*pod, *node);
+            touched[node.index()] = true;
             let p = &cluster.pods[pod.index()];
             let n = &cluster.nodes[node.index()];
             for t in &n.taints {
@@ -146,19 +147,20 @@ proptest! {
                 prop_assert!(terms.iter().any(|t| t.matches(&n.name, &n.labels)));
             }
         }
-        for (i, &(cpu0, mem0, pods0)) in pre_bound.iter().enumerate() {
+        for (i, _) in touched.iter().enumerate().filter(|(_, t)| **t) {
             let n = NodeId(i as u32);
-            let added_cpu = snap.requested(n, ResourceId::CPU) - cpu0;
-            let added_mem = snap.requested(n, ResourceId::MEMORY) - mem0;
-            if added_cpu > 0 {
-                prop_assert!(snap.requested(n, ResourceId::CPU) <= snap.allocatable(n, ResourceId::CPU));
+            for r in [ResourceId::CPU, ResourceId::MEMORY] {
+                prop_assert!(snap.requested(n, r) <= snap.allocatable(n, r));
             }
-            if added_mem > 0 {
-                prop_assert!(snap.requested(n, ResourceId::MEMORY) <= snap.allocatable(n, ResourceId::MEMORY));
-            }
-            if snap.pod_count(n) > pods0 {
-                prop_assert!(i64::from(snap.pod_count(n)) <= snap.allocatable(n, ResourceId::PODS));
-            }
+            prop_assert!(i64::from(snap.pod_count(n)) <= snap.allocatable(n, ResourceId::PODS));
+        }
+        // Preemption only takes pods of strictly lower priority than their preemptor.
+        for e in &d.evictions {
+            let victim = &cluster.pods[e.pod.index()];
+            let preemptor = cluster.pods.iter().find(|p| p.key() == e.preemptor).unwrap();
+            prop_assert!(victim.priority < preemptor.priority);
+            prop_assert!(d.bindings.iter().any(|(p, _)| cluster.pods[p.index()].key() == e.preemptor),
+                "a preemptor that evicted is bound");
         }
         // Every pending pod is accounted for exactly once.
         let pending = cluster.pods.iter().filter(|p| p.is_pending()).count();

@@ -1,0 +1,656 @@
+//! Preemption: making room for a pod or a gang by evicting lower-priority pods.
+//!
+//! **Pods** (a preemptor outside any group) follow kube-scheduler's DefaultPreemption: on each
+//! candidate node remove every pod of strictly lower priority, check the preemptor fits, then
+//! reprieve victims from the most important down (PodDisruptionBudget-violating victims
+//! first) while it still fits; among candidate nodes pick by fewest PDB violations, lowest
+//! highest victim priority, smallest priority sum, fewest victims, latest start of the most
+//! important victims, then node name.
+//!
+//! **Gangs** (a PodGroup or CompositePodGroup that did not fit) choose victim *units*:
+//! a pod outside any group is a unit of one; a group with `disruptionMode: all` is one unit
+//! whose pods all go; a group with `disruptionMode: single` follows the gang preemption mode
+//! (`off`: each pod its own unit; `minimal`: the group is one unit but only the pods needed
+//! are evicted; `atomic`: the group is one unit evicted whole). The objective, in order:
+//! fewest PodDisruptionBudget violations, then (a) fewest victim units, (b) lowest highest
+//! victim priority, (c) least evicted beyond need (evicted requests, each resource as a share
+//! of the cluster's capacity). The heuristic: if even evicting every lower-priority unit does
+//! not make the gang fit, nothing is evicted. Otherwise prefer one unit (each unit whose
+//! eviction could free enough is tried; the best by the objective wins, ties by the
+//! preemptor's placement score, then unit name); if none suffices, add units lowest priority
+//! first and, within a priority, largest first, until the gang fits, then drop every unit
+//! that turns out unnecessary. In `minimal` mode the pods of a chosen group that are not
+//! needed are then reprieved, most important first.
+//!
+//! Every decision is transactional: victims are removed and the preemptor placed by the
+//! same group cycle that then commits; if the preemptor does not fit, nothing is evicted.
+//! Only pods of strictly lower priority are victims, so two jobs never evict each other back
+//! and forth; the preemptor is bound in the same step (the nomination cannot be lost).
+
+use std::collections::BTreeMap;
+
+use lockstep_model::{DisruptionMode, IntOrPercent, NodeId, Pod, PodId, PreemptionPolicy};
+use serde::Deserialize;
+
+use crate::group::{GroupIndex, Unit};
+use crate::scheduler::Scheduler;
+
+/// Victim selection for groups whose `disruptionMode` is `single`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GangPreemption {
+    /// Pods are chosen individually, gang boundaries ignored (kube-scheduler's behaviour).
+    Off,
+    /// Victims are grouped by gang; only the pods needed are evicted.
+    #[default]
+    Minimal,
+    /// A chosen gang is evicted whole, cluster-wide.
+    Atomic,
+}
+
+impl GangPreemption {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GangPreemption::Off => "off",
+            GangPreemption::Minimal => "minimal",
+            GangPreemption::Atomic => "atomic",
+        }
+    }
+}
+
+/// One eviction decided by preemption.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Eviction {
+    pub pod: PodId,
+    pub node: NodeId,
+    /// `namespace/name` of the preemptor pod or group.
+    pub preemptor: String,
+    pub reason: String,
+}
+
+/// What a victim pod belongs to for counting disruptions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum VictimUnit {
+    Pod(PodId),
+    Group(usize),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct VictimInfo {
+    unit: VictimUnit,
+    /// The unit's priority (a group's own priority or its highest pod's, whichever is higher).
+    priority: i32,
+    /// Evicting any pod of the unit evicts all of it.
+    whole: bool,
+}
+
+/// A PodDisruptionBudget's remaining allowance during one preemption decision.
+struct Budget {
+    namespace: String,
+    selector: Option<lockstep_model::LabelSelector>,
+    allowed: i64,
+}
+
+/// The candidate victims of one preemption decision.
+pub(crate) struct Victims {
+    info: BTreeMap<PodId, VictimInfo>,
+    budgets: Vec<Budget>,
+    /// Each resource's cluster capacity, for the evicted-amount measure.
+    capacity: Vec<i64>,
+}
+
+/// A chosen set of victim pods and its cost.
+#[derive(Debug, Clone, PartialEq)]
+struct Choice {
+    pods: Vec<PodId>,
+    pdb_violations: u32,
+    units: usize,
+    max_priority: i32,
+    amount: f64,
+}
+
+impl Choice {
+    fn key(&self) -> (u32, usize, i32) {
+        (self.pdb_violations, self.units, self.max_priority)
+    }
+    fn better_than(&self, other: &Choice) -> bool {
+        self.key()
+            .cmp(&other.key())
+            .then(self.amount.total_cmp(&other.amount))
+            .is_lt()
+    }
+}
+
+fn scaled(value: &IntOrPercent, total: i64) -> i64 {
+    match *value {
+        IntOrPercent::Int(v) => i64::from(v),
+        // Kubernetes rounds percentages up for disruption budgets.
+        IntOrPercent::Percent(p) => (i64::from(p) * total + 99) / 100,
+    }
+}
+
+impl<'c> Scheduler<'c> {
+    fn unit_priority(&self, index: &GroupIndex, g: usize) -> i32 {
+        let info = &index.groups[g];
+        info.bound
+            .iter()
+            .filter(|p| self.snapshot.node_of(**p).is_some())
+            .map(|p| self.snapshot.pod(*p).priority)
+            .chain([info.priority])
+            .max()
+            .unwrap_or(info.priority)
+    }
+
+    /// Collects the pods that may be evicted for a preemptor of `priority`: running pods
+    /// (bound before this run started) of strictly lower priority.
+    pub(crate) fn victims(&self, index: &GroupIndex, priority: i32) -> Victims {
+        let cluster = self.snapshot.cluster;
+        let mode = self.options.gang_preemption;
+        let mut info = BTreeMap::new();
+        for n in 0..self.snapshot.num_nodes() {
+            for &p in self.snapshot.pods_on(NodeId(n as u32)) {
+                if self.placed_now[p.index()] {
+                    continue;
+                }
+                let pod = self.snapshot.pod(p);
+                let group = pod
+                    .pod_group
+                    .as_ref()
+                    .and_then(|g| index.group_of(&pod.namespace, g));
+                let v = match group {
+                    Some(g) => {
+                        let all = cluster.pod_groups[g].disruption_mode == DisruptionMode::All;
+                        VictimInfo {
+                            unit: if all || mode != GangPreemption::Off {
+                                VictimUnit::Group(g)
+                            } else {
+                                VictimUnit::Pod(p)
+                            },
+                            priority: if all || mode == GangPreemption::Atomic {
+                                self.unit_priority(index, g)
+                            } else {
+                                pod.priority.max(index.groups[g].priority)
+                            },
+                            whole: all || mode == GangPreemption::Atomic,
+                        }
+                    }
+                    None => VictimInfo {
+                        unit: VictimUnit::Pod(p),
+                        priority: pod.priority,
+                        whole: false,
+                    },
+                };
+                if v.priority < priority {
+                    info.insert(p, v);
+                }
+            }
+        }
+        // A whole unit is a candidate only if every pod of it is.
+        let whole_groups: Vec<usize> = info
+            .values()
+            .filter(|v| v.whole)
+            .filter_map(|v| match v.unit {
+                VictimUnit::Group(g) => Some(g),
+                VictimUnit::Pod(_) => None,
+            })
+            .collect();
+        for g in whole_groups {
+            let complete = index.groups[g]
+                .bound
+                .iter()
+                .filter(|p| self.snapshot.node_of(**p).is_some())
+                .all(|p| info.contains_key(p));
+            if !complete {
+                info.retain(|_, v| v.unit != VictimUnit::Group(g));
+            }
+        }
+        let budgets = cluster
+            .pod_disruption_budgets
+            .iter()
+            .map(|b| {
+                let matching = (0..self.snapshot.num_nodes())
+                    .flat_map(|n| self.snapshot.pods_on(NodeId(n as u32)).iter())
+                    .filter(|p| {
+                        let pod = self.snapshot.pod(**p);
+                        pod.namespace == b.namespace
+                            && b.selector.as_ref().is_some_and(|s| s.matches(&pod.labels))
+                    })
+                    .count() as i64;
+                let allowed = match (b.disruptions_allowed, &b.min_available, &b.max_unavailable) {
+                    (Some(a), _, _) => i64::from(a),
+                    (None, Some(min), _) => matching - scaled(min, matching),
+                    (None, None, Some(max)) => scaled(max, matching),
+                    (None, None, None) => i64::MAX,
+                };
+                Budget {
+                    namespace: b.namespace.clone(),
+                    selector: b.selector.clone(),
+                    allowed,
+                }
+            })
+            .collect();
+        let all: Vec<NodeId> = (0..self.snapshot.num_nodes() as u32).map(NodeId).collect();
+        Victims {
+            info,
+            budgets,
+            capacity: crate::group::capacity_of(&self.snapshot, &all),
+        }
+    }
+
+    /// The pods evicted together with `pod` (its whole unit when the unit goes whole).
+    fn expand(&self, index: &GroupIndex, victims: &Victims, pod: PodId, out: &mut Vec<PodId>) {
+        match victims.info.get(&pod) {
+            Some(VictimInfo {
+                unit: VictimUnit::Group(g),
+                whole: true,
+                ..
+            }) => {
+                for &p in &index.groups[*g].bound {
+                    if self.snapshot.node_of(p).is_some() && !out.contains(&p) {
+                        out.push(p);
+                    }
+                }
+            }
+            _ => {
+                if !out.contains(&pod) {
+                    out.push(pod);
+                }
+            }
+        }
+    }
+
+    fn pdb_violations(&self, victims: &Victims, pods: &[PodId]) -> u32 {
+        let mut violations = 0u32;
+        for b in &victims.budgets {
+            let hit = pods
+                .iter()
+                .filter(|p| {
+                    let pod = self.snapshot.pod(**p);
+                    pod.namespace == b.namespace
+                        && b.selector.as_ref().is_some_and(|s| s.matches(&pod.labels))
+                })
+                .count() as i64;
+            violations += (hit - b.allowed.max(0)).max(0) as u32;
+        }
+        violations
+    }
+
+    fn amount(&self, victims: &Victims, pods: &[PodId]) -> f64 {
+        pods.iter()
+            .flat_map(|p| self.snapshot.pod(*p).requests.iter())
+            .map(|(r, v)| {
+                let c = victims.capacity.get(r.index()).copied().unwrap_or(0);
+                if c > 0 { v as f64 / c as f64 } else { 0.0 }
+            })
+            .sum()
+    }
+
+    fn choice(&self, victims: &Victims, pods: Vec<PodId>) -> Choice {
+        let mut units: Vec<VictimUnit> = pods.iter().map(|p| victims.info[p].unit).collect();
+        units.sort();
+        units.dedup();
+        Choice {
+            pdb_violations: self.pdb_violations(victims, &pods),
+            units: units.len(),
+            max_priority: pods
+                .iter()
+                .map(|p| victims.info[p].priority)
+                .max()
+                .unwrap_or(i32::MIN),
+            amount: self.amount(victims, &pods),
+            pods,
+        }
+    }
+
+    /// Removes `pods` from the snapshot and returns where they were.
+    fn lift(&mut self, pods: &[PodId]) -> Vec<(PodId, NodeId)> {
+        let mut lifted = Vec::with_capacity(pods.len());
+        for &p in pods {
+            if let Some(n) = self.snapshot.node_of(p) {
+                self.snapshot.forget(p);
+                lifted.push((p, n));
+            }
+        }
+        lifted
+    }
+
+    pub(crate) fn restore(&mut self, lifted: &[(PodId, NodeId)]) {
+        for &(p, n) in lifted.iter().rev() {
+            self.snapshot.assume(p, n);
+        }
+    }
+
+    /// Whether the unit fits with `pods` removed; returns the placement score when it does.
+    /// The snapshot is left as it was.
+    fn unit_fits_without(
+        &mut self,
+        index: &GroupIndex,
+        unit: Unit,
+        pods: &[PodId],
+        room: &[NodeId],
+    ) -> Option<i64> {
+        let lifted = self.lift(pods);
+        let mut nodes: Vec<NodeId> = room.to_vec();
+        nodes.extend(lifted.iter().map(|(_, n)| *n));
+        nodes.sort();
+        nodes.dedup();
+        let mark = self.log.len();
+        self.framework.force_score = true;
+        let attempt = match unit {
+            Unit::Group(g) => self.try_group(index, g, Some(&nodes)),
+            Unit::Composite(c) => self.try_composite(index, c, Some(&nodes)),
+            Unit::Pod(_) => unreachable!("pods use pod preemption"),
+        };
+        self.framework.force_score = false;
+        let score = attempt.ok.then_some(self.score_sum);
+        self.rollback(mark);
+        self.restore(&lifted);
+        score
+    }
+
+    /// Nodes where at least one pending pod of the unit fits as things are.
+    fn nodes_with_room(&mut self, pods: &[PodId]) -> Vec<NodeId> {
+        let mut shapes: Vec<PodId> = Vec::new();
+        for &p in pods {
+            let pod = self.snapshot.pod(p);
+            if !shapes
+                .iter()
+                .any(|s| self.snapshot.pod(*s).requests == pod.requests)
+            {
+                shapes.push(p);
+            }
+        }
+        let mut out = Vec::new();
+        for n in 0..self.snapshot.num_nodes() {
+            let node = NodeId(n as u32);
+            if shapes
+                .iter()
+                .any(|&p| self.framework.fits_on(&self.snapshot, p, node))
+            {
+                out.push(node);
+            }
+        }
+        out
+    }
+
+    /// Finds victims so that the group unit fits, or `None` (nothing is changed either way).
+    pub(crate) fn choose_gang_victims(
+        &mut self,
+        index: &GroupIndex,
+        unit: Unit,
+        pending: &[PodId],
+        priority: i32,
+    ) -> Option<Vec<PodId>> {
+        let victims = self.victims(index, priority);
+        if victims.info.is_empty() {
+            return None;
+        }
+        let room = self.nodes_with_room(pending);
+        // Units and their pods.
+        let mut units: BTreeMap<VictimUnit, Vec<PodId>> = BTreeMap::new();
+        for (&p, v) in &victims.info {
+            units.entry(v.unit).or_default().push(p);
+        }
+        let all: Vec<PodId> = victims.info.keys().copied().collect();
+        self.unit_fits_without(index, unit, &all, &room)?;
+
+        // One unit.
+        let mut best: Option<(Choice, i64, String)> = None;
+        for (u, pods) in &units {
+            if !self.could_free_enough(pending, pods, &room) {
+                continue;
+            }
+            let Some(score) = self.unit_fits_without(index, unit, pods, &room) else {
+                continue;
+            };
+            let choice = self.minimise(index, unit, &victims, pods.clone(), &room);
+            let name = self.unit_name(index, *u);
+            let better = match &best {
+                None => true,
+                Some((b, bs, bn)) => {
+                    choice.better_than(b)
+                        || (!b.better_than(&choice)
+                            && (score > *bs || (score == *bs && name < *bn)))
+                }
+            };
+            if better {
+                best = Some((choice, score, name));
+            }
+        }
+        if let Some((choice, _, _)) = best {
+            return Some(choice.pods);
+        }
+
+        // Several units: lowest priority first, largest first within a priority.
+        let mut order: Vec<(i32, f64, VictimUnit)> = units
+            .iter()
+            .map(|(u, pods)| {
+                (
+                    pods.iter()
+                        .map(|p| victims.info[p].priority)
+                        .max()
+                        .unwrap_or(0),
+                    self.amount(&victims, pods),
+                    *u,
+                )
+            })
+            .collect();
+        order.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)).then(a.2.cmp(&b.2)));
+        let mut chosen: Vec<VictimUnit> = Vec::new();
+        let mut pods: Vec<PodId> = Vec::new();
+        let mut fits = false;
+        for (_, _, u) in &order {
+            chosen.push(*u);
+            pods.extend(&units[u]);
+            if self.could_free_enough(pending, &pods, &room)
+                && self.unit_fits_without(index, unit, &pods, &room).is_some()
+            {
+                fits = true;
+                break;
+            }
+        }
+        if !fits {
+            return None;
+        }
+        // Drop units that are not needed, the most important first.
+        let mut i = chosen.len();
+        while i > 0 {
+            i -= 1;
+            let u = chosen[i];
+            let without: Vec<PodId> = pods
+                .iter()
+                .copied()
+                .filter(|p| victims.info[p].unit != u)
+                .collect();
+            if !without.is_empty()
+                && self
+                    .unit_fits_without(index, unit, &without, &room)
+                    .is_some()
+            {
+                pods = without;
+                chosen.remove(i);
+            }
+        }
+        Some(self.minimise(index, unit, &victims, pods, &room).pods)
+    }
+
+    /// Reprieves victims that are not needed: pods of units that need not go whole, the most
+    /// important first (higher priority, then larger, then name).
+    fn minimise(
+        &mut self,
+        index: &GroupIndex,
+        unit: Unit,
+        victims: &Victims,
+        mut pods: Vec<PodId>,
+        room: &[NodeId],
+    ) -> Choice {
+        let mut order: Vec<PodId> = pods
+            .iter()
+            .copied()
+            .filter(|p| !victims.info[p].whole)
+            .collect();
+        order.sort_by(|a, b| {
+            let (pa, pb) = (self.snapshot.pod(*a), self.snapshot.pod(*b));
+            pb.priority
+                .cmp(&pa.priority)
+                .then(
+                    self.amount(victims, &[*b])
+                        .total_cmp(&self.amount(victims, &[*a])),
+                )
+                .then((&pa.namespace, &pa.name).cmp(&(&pb.namespace, &pb.name)))
+        });
+        for p in order {
+            let without: Vec<PodId> = pods.iter().copied().filter(|x| *x != p).collect();
+            if self
+                .unit_fits_without(index, unit, &without, room)
+                .is_some()
+            {
+                pods = without;
+            }
+        }
+        let mut expanded = Vec::new();
+        for p in &pods {
+            self.expand(index, victims, *p, &mut expanded);
+        }
+        self.choice(victims, expanded)
+    }
+
+    /// A cheap necessary condition: the freed and free room on the relevant nodes covers
+    /// the pending pods' smallest demand per resource.
+    fn could_free_enough(&self, pending: &[PodId], pods: &[PodId], room: &[NodeId]) -> bool {
+        let snap = &self.snapshot;
+        let mut freed = vec![0i64; snap.width];
+        for &p in pods {
+            for (r, v) in snap.pod(p).requests.iter() {
+                freed[r.index()] += v;
+            }
+        }
+        let free = crate::group::free_of(snap, room);
+        let smallest = pending
+            .iter()
+            .map(|p| snap.pod(*p))
+            .min_by_key(|p| p.requests.iter().map(|(_, v)| v).sum::<i64>());
+        let Some(pod) = smallest else { return false };
+        pod.requests
+            .iter()
+            .all(|(r, v)| freed[r.index()] + free[r.index()] >= v)
+    }
+
+    pub(crate) fn unit_name(&self, index: &GroupIndex, u: VictimUnit) -> String {
+        match u {
+            VictimUnit::Pod(p) => self.snapshot.pod(p).key(),
+            VictimUnit::Group(g) => index.groups[g].key.clone(),
+        }
+    }
+
+    /// kube-scheduler's DefaultPreemption for a single pod: the node and the victims.
+    pub(crate) fn choose_pod_victims(
+        &mut self,
+        index: &GroupIndex,
+        pod_id: PodId,
+    ) -> Option<(NodeId, Vec<PodId>)> {
+        let pod: &Pod = self.snapshot.pod(pod_id);
+        let victims = self.victims(index, pod.priority);
+        if victims.info.is_empty() {
+            return None;
+        }
+        let n = self.snapshot.num_nodes();
+        let wanted = (n / 10).max(100);
+        let mut candidates: Vec<(NodeId, Vec<PodId>)> = Vec::new();
+        for i in 0..n {
+            let node = NodeId(i as u32);
+            let on_node: Vec<PodId> = self
+                .snapshot
+                .pods_on(node)
+                .iter()
+                .copied()
+                .filter(|p| victims.info.contains_key(p))
+                .collect();
+            if on_node.is_empty() || !self.resources_could_fit(pod_id, node, &on_node) {
+                continue;
+            }
+            let lifted = self.lift(&on_node);
+            if !self.framework.fits_on(&self.snapshot, pod_id, node) {
+                self.restore(&lifted);
+                continue;
+            }
+            // Reprieve: PDB-violating victims first, then by importance.
+            let mut order = on_node.clone();
+            let violating = |s: &Self, p: PodId| s.pdb_violations(&victims, &[p]) > 0;
+            order.sort_by(|a, b| {
+                let (pa, pb) = (self.snapshot.pod(*a), self.snapshot.pod(*b));
+                violating(self, *b)
+                    .cmp(&violating(self, *a))
+                    .then(pb.priority.cmp(&pa.priority))
+                    .then(
+                        pa.creation_timestamp
+                            .unwrap_or(i64::MAX)
+                            .cmp(&pb.creation_timestamp.unwrap_or(i64::MAX)),
+                    )
+                    .then((&pa.namespace, &pa.name).cmp(&(&pb.namespace, &pb.name)))
+            });
+            let mut chosen = Vec::new();
+            for p in order {
+                self.snapshot.assume(p, node);
+                if !self.framework.fits_on(&self.snapshot, pod_id, node) {
+                    self.snapshot.forget(p);
+                    chosen.push(p);
+                }
+            }
+            // Put the reprieved and the chosen back: the snapshot is unchanged.
+            for &(p, _) in &lifted {
+                if self.snapshot.node_of(p).is_none() {
+                    self.snapshot.assume(p, node);
+                }
+            }
+            let mut expanded = Vec::new();
+            for p in &chosen {
+                self.expand(index, &victims, *p, &mut expanded);
+            }
+            candidates.push((node, expanded));
+            if candidates.len() >= wanted {
+                break;
+            }
+        }
+        // kube-scheduler's pickOneNodeForPreemption.
+        let key = |s: &Self, (node, v): &(NodeId, Vec<PodId>)| {
+            let prios: Vec<i64> = v
+                .iter()
+                .map(|p| i64::from(s.snapshot.pod(*p).priority))
+                .collect();
+            let max = prios.iter().copied().max().unwrap_or(i64::MIN);
+            let sum: i64 = prios.iter().map(|p| p + i64::from(i32::MAX) + 1).sum();
+            // Earliest start among the highest-priority victims: later is better.
+            let earliest = v
+                .iter()
+                .filter(|p| i64::from(s.snapshot.pod(**p).priority) == max)
+                .map(|p| s.snapshot.pod(*p).creation_timestamp.unwrap_or(0))
+                .min()
+                .unwrap_or(0);
+            (
+                s.pdb_violations(&victims, v),
+                max,
+                sum,
+                v.len(),
+                std::cmp::Reverse(earliest),
+                *node,
+            )
+        };
+        let best = candidates.iter().min_by_key(|c| key(self, c))?.clone();
+        Some(best)
+    }
+
+    fn resources_could_fit(&self, pod_id: PodId, node: NodeId, victims: &[PodId]) -> bool {
+        let snap = &self.snapshot;
+        let pod = snap.pod(pod_id);
+        pod.requests.iter().all(|(r, v)| {
+            let freed: i64 = victims.iter().map(|p| snap.pod(*p).requests.get(r)).sum();
+            snap.allocatable(node, r) - snap.requested(node, r) + freed >= v
+        })
+    }
+
+    /// Whether the preemptor may preempt at all.
+    pub(crate) fn may_preempt(policy: PreemptionPolicy) -> bool {
+        policy != PreemptionPolicy::Never
+    }
+}
