@@ -10,6 +10,7 @@ pub mod config;
 pub mod cycle;
 pub mod framework;
 pub mod group;
+pub mod oracle;
 pub mod plugins;
 pub mod preemption;
 pub mod scheduler;

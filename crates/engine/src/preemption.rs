@@ -17,9 +17,10 @@
 //! of the cluster's capacity). The heuristic: if even evicting every lower-priority unit does
 //! not make the gang fit, nothing is evicted. Otherwise prefer one unit (each unit whose
 //! eviction could free enough is tried; the best by the objective wins, ties by the
-//! preemptor's placement score, then unit name); if none suffices, add units lowest priority
-//! first and, within a priority, largest first, until the gang fits, then drop every unit
-//! that turns out unnecessary. In `minimal` mode the pods of a chosen group that are not
+//! preemptor's placement score, then unit name); if none suffices and there are at most 32
+//! candidate units, try every pair, best by the objective first; otherwise add units largest
+//! first until the gang fits, then drop every unit that turns out unnecessary (highest
+//! priority first). In `minimal` mode the pods of a chosen group that are not
 //! needed are then reprieved, most important first.
 //!
 //! Every decision is transactional: victims are removed and the preemptor placed by the
@@ -34,6 +35,10 @@ use serde::Deserialize;
 
 use crate::group::{GroupIndex, Unit};
 use crate::scheduler::Scheduler;
+
+/// Up to this many candidate victim units, every pair of units is tried before the greedy
+/// search (at most 496 pairs, most rejected without a placement).
+const MAX_UNITS_FOR_PAIRS: usize = 32;
 
 /// Victim selection for groups whose `disruptionMode` is `single`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -421,7 +426,32 @@ impl<'c> Scheduler<'c> {
             return Some(choice.pods);
         }
 
-        // Several units: lowest priority first, largest first within a priority.
+        // Two units, exhaustively, when there are few enough candidates: the best pair by the
+        // objective (checked cheapest first, so most pairs are never placed).
+        if units.len() <= MAX_UNITS_FOR_PAIRS {
+            let keys: Vec<VictimUnit> = units.keys().copied().collect();
+            let mut pairs: Vec<Choice> = Vec::new();
+            for i in 0..keys.len() {
+                for j in i + 1..keys.len() {
+                    let mut pods = units[&keys[i]].clone();
+                    pods.extend(&units[&keys[j]]);
+                    if self.could_free_enough(pending, &pods, &room) {
+                        pairs.push(self.choice(&victims, pods));
+                    }
+                }
+            }
+            pairs.sort_by(|a, b| a.key().cmp(&b.key()).then(a.amount.total_cmp(&b.amount)));
+            for pair in pairs {
+                if self
+                    .unit_fits_without(index, unit, &pair.pods, &room)
+                    .is_some()
+                {
+                    return Some(self.minimise(index, unit, &victims, pair.pods, &room).pods);
+                }
+            }
+        }
+
+        // Several units: largest first (ties: lower priority, then name), until it fits.
         let mut order: Vec<(i32, f64, VictimUnit)> = units
             .iter()
             .map(|(u, pods)| {
@@ -435,7 +465,7 @@ impl<'c> Scheduler<'c> {
                 )
             })
             .collect();
-        order.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)).then(a.2.cmp(&b.2)));
+        order.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)).then(a.2.cmp(&b.2)));
         let mut chosen: Vec<VictimUnit> = Vec::new();
         let mut pods: Vec<PodId> = Vec::new();
         let mut fits = false;
@@ -452,11 +482,14 @@ impl<'c> Scheduler<'c> {
         if !fits {
             return None;
         }
-        // Drop units that are not needed, the most important first.
-        let mut i = chosen.len();
-        while i > 0 {
-            i -= 1;
-            let u = chosen[i];
+        // Drop units that are not needed: the highest priority first, then the smallest.
+        let mut drop_order: Vec<(i32, f64, VictimUnit)> = order
+            .iter()
+            .filter(|(_, _, u)| chosen.contains(u))
+            .copied()
+            .collect();
+        drop_order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
+        for (_, _, u) in drop_order {
             let without: Vec<PodId> = pods
                 .iter()
                 .copied()
@@ -468,72 +501,93 @@ impl<'c> Scheduler<'c> {
                     .is_some()
             {
                 pods = without;
-                chosen.remove(i);
+                chosen.retain(|x| *x != u);
             }
         }
         Some(self.minimise(index, unit, &victims, pods, &room).pods)
     }
 
     /// Reprieves victims that are not needed: pods of units that need not go whole, the most
-    /// important first (higher priority, then larger, then name).
+    /// important first (higher priority first). Within a priority, two orders are tried —
+    /// larger pods kept first, and smaller pods kept first — and the one that evicts less
+    /// wins; ties by name.
     fn minimise(
         &mut self,
         index: &GroupIndex,
         unit: Unit,
         victims: &Victims,
-        mut pods: Vec<PodId>,
+        pods: Vec<PodId>,
         room: &[NodeId],
     ) -> Choice {
-        let mut order: Vec<PodId> = pods
-            .iter()
-            .copied()
-            .filter(|p| !victims.info[p].whole)
-            .collect();
-        order.sort_by(|a, b| {
-            let (pa, pb) = (self.snapshot.pod(*a), self.snapshot.pod(*b));
-            pb.priority
-                .cmp(&pa.priority)
-                .then(
-                    self.amount(victims, &[*b])
-                        .total_cmp(&self.amount(victims, &[*a])),
-                )
-                .then((&pa.namespace, &pa.name).cmp(&(&pb.namespace, &pb.name)))
-        });
-        for p in order {
-            let without: Vec<PodId> = pods.iter().copied().filter(|x| *x != p).collect();
-            if self
-                .unit_fits_without(index, unit, &without, room)
-                .is_some()
-            {
-                pods = without;
+        let mut best: Option<Choice> = None;
+        for larger_first in [true, false] {
+            let mut kept_out = pods.clone();
+            let mut order: Vec<PodId> = pods
+                .iter()
+                .copied()
+                .filter(|p| !victims.info[p].whole)
+                .collect();
+            order.sort_by(|a, b| {
+                let (pa, pb) = (self.snapshot.pod(*a), self.snapshot.pod(*b));
+                let (sa, sb) = (self.amount(victims, &[*a]), self.amount(victims, &[*b]));
+                let by_size = if larger_first {
+                    sb.total_cmp(&sa)
+                } else {
+                    sa.total_cmp(&sb)
+                };
+                pb.priority
+                    .cmp(&pa.priority)
+                    .then(by_size)
+                    .then((&pa.namespace, &pa.name).cmp(&(&pb.namespace, &pb.name)))
+            });
+            for p in order {
+                let without: Vec<PodId> = kept_out.iter().copied().filter(|x| *x != p).collect();
+                if self
+                    .unit_fits_without(index, unit, &without, room)
+                    .is_some()
+                {
+                    kept_out = without;
+                }
+            }
+            let mut expanded = Vec::new();
+            for p in &kept_out {
+                self.expand(index, victims, *p, &mut expanded);
+            }
+            let choice = self.choice(victims, expanded);
+            if best.as_ref().is_none_or(|b| choice.better_than(b)) {
+                best = Some(choice);
             }
         }
-        let mut expanded = Vec::new();
-        for p in &pods {
-            self.expand(index, victims, *p, &mut expanded);
-        }
-        self.choice(victims, expanded)
+        best.expect("two orders tried")
     }
 
-    /// A cheap necessary condition: the freed and free room on the relevant nodes covers
-    /// the pending pods' smallest demand per resource.
+    /// A cheap necessary condition: on some node with room or with victims, the free room
+    /// plus what the victims free there holds the smallest pending pod.
     fn could_free_enough(&self, pending: &[PodId], pods: &[PodId], room: &[NodeId]) -> bool {
         let snap = &self.snapshot;
-        let mut freed = vec![0i64; snap.width];
-        for &p in pods {
-            for (r, v) in snap.pod(p).requests.iter() {
-                freed[r.index()] += v;
-            }
-        }
-        let free = crate::group::free_of(snap, room);
-        let smallest = pending
+        let Some(pod) = pending
             .iter()
             .map(|p| snap.pod(*p))
-            .min_by_key(|p| p.requests.iter().map(|(_, v)| v).sum::<i64>());
-        let Some(pod) = smallest else { return false };
-        pod.requests
-            .iter()
-            .all(|(r, v)| freed[r.index()] + free[r.index()] >= v)
+            .min_by_key(|p| p.requests.iter().map(|(_, v)| v).sum::<i64>())
+        else {
+            return false;
+        };
+        if !room.is_empty() {
+            return true;
+        }
+        let mut nodes: Vec<NodeId> = pods.iter().filter_map(|p| snap.node_of(*p)).collect();
+        nodes.sort();
+        nodes.dedup();
+        nodes.iter().any(|&n| {
+            pod.requests.iter().all(|(r, v)| {
+                let freed: i64 = pods
+                    .iter()
+                    .filter(|p| snap.node_of(**p) == Some(n))
+                    .map(|p| snap.pod(*p).requests.get(r))
+                    .sum();
+                snap.allocatable(n, r) - snap.requested(n, r) + freed >= v
+            })
+        })
     }
 
     pub(crate) fn unit_name(&self, index: &GroupIndex, u: VictimUnit) -> String {
