@@ -15,7 +15,7 @@ impl Rng {
     pub fn new(seed: u64) -> Rng {
         Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;
@@ -25,7 +25,7 @@ impl Rng {
     }
     /// Uniform in `lo..=hi`.
     pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo + 1)
+        lo + self.next_u64() % (hi - lo + 1)
     }
 }
 
@@ -39,7 +39,7 @@ pub struct Cost {
 }
 
 impl Cost {
-    pub fn cmp(&self, other: &Cost) -> std::cmp::Ordering {
+    pub fn compare(&self, other: &Cost) -> std::cmp::Ordering {
         (self.units, self.max_priority)
             .cmp(&(other.units, other.max_priority))
             .then(self.amount.total_cmp(&other.amount))
@@ -222,7 +222,7 @@ pub fn optimum(c: &Cluster, mode: GangPreemption) -> Option<(Vec<usize>, Cost)> 
             continue;
         }
         let k = cost(c, &set, mode);
-        if best.as_ref().is_some_and(|(_, b)| k.cmp(b).is_ge()) {
+        if best.as_ref().is_some_and(|(_, b)| k.compare(b).is_ge()) {
             continue;
         }
         if fits_without(c, &set) {
@@ -273,7 +273,7 @@ pub fn judge(c: &Cluster, mode: GangPreemption) -> Verdict {
                 Verdict::ExtraUnits(k.units - best.units)
             } else if k.max_priority > best.max_priority && k.units == best.units {
                 Verdict::HigherPriority
-            } else if k.cmp(&best).is_gt() {
+            } else if k.compare(&best).is_gt() {
                 Verdict::MoreEvicted
             } else {
                 Verdict::Optimal
