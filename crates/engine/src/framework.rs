@@ -115,11 +115,31 @@ impl Signature {
     /// Adds one fragment: the plugin's name and the hashed part of the pod.
     pub fn add<T: std::hash::Hash + ?Sized>(&mut self, plugin: &str, part: &T) {
         use std::hash::{Hash, Hasher};
-        // DefaultHasher::new() uses fixed keys: deterministic across runs.
-        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let mut h = FragmentHasher::default();
         plugin.hash(&mut h);
         part.hash(&mut h);
         self.0.push(h.finish());
+    }
+}
+
+/// A fast deterministic 64-bit hasher for signature fragments (multiply-rotate, as in
+/// rustc's FxHasher); signatures are compared whole, fragment by fragment.
+#[derive(Default)]
+struct FragmentHasher(u64);
+
+impl std::hash::Hasher for FragmentHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn finish(&self) -> u64 {
+        self.0
     }
 }
 

@@ -58,7 +58,10 @@ pub struct CompositeInfo {
 pub struct GroupIndex {
     pub groups: Vec<GroupInfo>,
     pub composites: Vec<CompositeInfo>,
-    group_ids: HashMap<(String, String), usize>,
+    /// Namespace, then name, to PodGroup index.
+    group_ids: HashMap<String, HashMap<String, usize>>,
+    /// Each pod's PodGroup index, when it names one that exists.
+    pod_group: Vec<Option<u32>>,
 }
 
 impl GroupIndex {
@@ -91,7 +94,9 @@ impl GroupIndex {
         }
         for (i, g) in cluster.pod_groups.iter().enumerate() {
             idx.group_ids
-                .insert((g.namespace.clone(), g.name.clone()), i);
+                .entry(g.namespace.clone())
+                .or_default()
+                .insert(g.name.clone(), i);
             let parent = g
                 .parent
                 .as_ref()
@@ -107,11 +112,13 @@ impl GroupIndex {
                 priority: g.priority.unwrap_or(i32::MIN),
             });
         }
+        idx.pod_group = vec![None; cluster.pods.len()];
         for (i, pod) in cluster.pods.iter().enumerate() {
             let Some(name) = &pod.pod_group else { continue };
-            let Some(&g) = idx.group_ids.get(&(pod.namespace.clone(), name.clone())) else {
+            let Some(g) = idx.group_of(&pod.namespace, name) else {
                 continue;
             };
+            idx.pod_group[i] = Some(g as u32);
             let id = PodId(i as u32);
             if on_node(id) {
                 idx.groups[g].bound.push(id);
@@ -158,9 +165,16 @@ impl GroupIndex {
     }
 
     pub fn group_of(&self, namespace: &str, name: &str) -> Option<usize> {
-        self.group_ids
-            .get(&(namespace.to_string(), name.to_string()))
+        self.group_ids.get(namespace)?.get(name).copied()
+    }
+
+    /// The PodGroup a pod belongs to (when it names one that exists).
+    pub fn group_of_pod(&self, pod: PodId) -> Option<usize> {
+        self.pod_group
+            .get(pod.index())
             .copied()
+            .flatten()
+            .map(|g| g as usize)
     }
 
     /// How many member pods a group still needs bound for its gang condition (0 once

@@ -36,6 +36,10 @@ use serde::Deserialize;
 use crate::group::{GroupIndex, Unit};
 use crate::scheduler::Scheduler;
 
+/// At most this many single victim units that make the gang fit are minimised and compared
+/// (candidates are taken cheapest first, so the best is nearly always among them).
+const MAX_SINGLE_UNITS: usize = 8;
+
 /// Up to this many candidate victim units, every pair of units is tried before the greedy
 /// search (at most 496 pairs, most rejected without a placement).
 const MAX_UNITS_FOR_PAIRS: usize = 32;
@@ -98,7 +102,10 @@ struct Budget {
 
 /// The candidate victims of one preemption decision.
 pub(crate) struct Victims {
-    info: BTreeMap<PodId, VictimInfo>,
+    /// Indexed by pod: how the pod counts as a victim, when it is one.
+    info: Vec<Option<VictimInfo>>,
+    /// The candidate victims, by pod id.
+    list: Vec<PodId>,
     budgets: Vec<Budget>,
     /// Each resource's cluster capacity, for the evicted-amount measure.
     capacity: Vec<i64>,
@@ -112,6 +119,15 @@ struct Choice {
     units: usize,
     max_priority: i32,
     amount: f64,
+}
+
+impl Victims {
+    fn get(&self, pod: PodId) -> Option<&VictimInfo> {
+        self.info[pod.index()].as_ref()
+    }
+    fn at(&self, pod: PodId) -> &VictimInfo {
+        self.info[pod.index()].as_ref().expect("a candidate victim")
+    }
 }
 
 impl Choice {
@@ -151,18 +167,14 @@ impl<'c> Scheduler<'c> {
     pub(crate) fn victims(&self, index: &GroupIndex, priority: i32) -> Victims {
         let cluster = self.snapshot.cluster;
         let mode = self.options.gang_preemption;
-        let mut info = BTreeMap::new();
+        let mut info: Vec<Option<VictimInfo>> = vec![None; cluster.pods.len()];
         for n in 0..self.snapshot.num_nodes() {
             for &p in self.snapshot.pods_on(NodeId(n as u32)) {
                 if self.placed_now[p.index()] {
                     continue;
                 }
                 let pod = self.snapshot.pod(p);
-                let group = pod
-                    .pod_group
-                    .as_ref()
-                    .and_then(|g| index.group_of(&pod.namespace, g));
-                let v = match group {
+                let v = match index.group_of_pod(p) {
                     Some(g) => {
                         let all = cluster.pod_groups[g].disruption_mode == DisruptionMode::All;
                         VictimInfo {
@@ -186,29 +198,38 @@ impl<'c> Scheduler<'c> {
                     },
                 };
                 if v.priority < priority {
-                    info.insert(p, v);
+                    info[p.index()] = Some(v);
                 }
             }
         }
         // A whole unit is a candidate only if every pod of it is.
-        let whole_groups: Vec<usize> = info
-            .values()
+        let mut whole_groups: Vec<usize> = info
+            .iter()
+            .flatten()
             .filter(|v| v.whole)
             .filter_map(|v| match v.unit {
                 VictimUnit::Group(g) => Some(g),
                 VictimUnit::Pod(_) => None,
             })
             .collect();
+        whole_groups.sort_unstable();
+        whole_groups.dedup();
         for g in whole_groups {
-            let complete = index.groups[g]
-                .bound
+            let members = &index.groups[g].bound;
+            let complete = members
                 .iter()
                 .filter(|p| self.snapshot.node_of(**p).is_some())
-                .all(|p| info.contains_key(p));
+                .all(|p| info[p.index()].is_some());
             if !complete {
-                info.retain(|_, v| v.unit != VictimUnit::Group(g));
+                for p in members {
+                    info[p.index()] = None;
+                }
             }
         }
+        let list: Vec<PodId> = (0..info.len())
+            .filter(|&i| info[i].is_some())
+            .map(|i| PodId(i as u32))
+            .collect();
         let budgets = cluster
             .pod_disruption_budgets
             .iter()
@@ -237,6 +258,7 @@ impl<'c> Scheduler<'c> {
         let all: Vec<NodeId> = (0..self.snapshot.num_nodes() as u32).map(NodeId).collect();
         Victims {
             info,
+            list,
             budgets,
             capacity: crate::group::capacity_of(&self.snapshot, &all),
         }
@@ -244,7 +266,7 @@ impl<'c> Scheduler<'c> {
 
     /// The pods evicted together with `pod` (its whole unit when the unit goes whole).
     fn expand(&self, index: &GroupIndex, victims: &Victims, pod: PodId, out: &mut Vec<PodId>) {
-        match victims.info.get(&pod) {
+        match victims.get(pod) {
             Some(VictimInfo {
                 unit: VictimUnit::Group(g),
                 whole: true,
@@ -291,7 +313,7 @@ impl<'c> Scheduler<'c> {
     }
 
     fn choice(&self, victims: &Victims, pods: Vec<PodId>) -> Choice {
-        let mut units: Vec<VictimUnit> = pods.iter().map(|p| victims.info[p].unit).collect();
+        let mut units: Vec<VictimUnit> = pods.iter().map(|p| victims.at(*p).unit).collect();
         units.sort();
         units.dedup();
         Choice {
@@ -299,7 +321,7 @@ impl<'c> Scheduler<'c> {
             units: units.len(),
             max_priority: pods
                 .iter()
-                .map(|p| victims.info[p].priority)
+                .map(|p| victims.at(*p).priority)
                 .max()
                 .unwrap_or(i32::MIN),
             amount: self.amount(victims, &pods),
@@ -348,6 +370,11 @@ impl<'c> Scheduler<'c> {
         };
         self.framework.force_score = false;
         let score = attempt.ok.then_some(self.score_sum);
+        if attempt.ok {
+            self.last_placement.clear();
+            self.last_placement
+                .extend(self.log[mark..].iter().map(|(_, n)| *n));
+        }
         self.rollback(mark);
         self.restore(&lifted);
         score
@@ -387,29 +414,40 @@ impl<'c> Scheduler<'c> {
         priority: i32,
     ) -> Option<Vec<PodId>> {
         let victims = self.victims(index, priority);
-        if victims.info.is_empty() {
+        if victims.list.is_empty() {
             return None;
         }
         let room = self.nodes_with_room(pending);
         // Units and their pods.
         let mut units: BTreeMap<VictimUnit, Vec<PodId>> = BTreeMap::new();
-        for (&p, v) in &victims.info {
-            units.entry(v.unit).or_default().push(p);
+        for &p in &victims.list {
+            units.entry(victims.at(p).unit).or_default().push(p);
         }
-        let all: Vec<PodId> = victims.info.keys().copied().collect();
-        self.unit_fits_without(index, unit, &all, &room)?;
-
-        // One unit.
+        // One unit: candidates cheapest first by what the whole unit would cost; at most
+        // MAX_SINGLE_UNITS that fit are minimised and compared.
+        let mut singles: Vec<(Choice, VictimUnit)> = units
+            .iter()
+            .filter(|(_, pods)| self.could_free_enough(pending, pods, &room))
+            .map(|(u, pods)| (self.choice(&victims, pods.clone()), *u))
+            .collect();
+        singles.sort_by(|a, b| {
+            a.0.key()
+                .cmp(&b.0.key())
+                .then(a.0.amount.total_cmp(&b.0.amount))
+                .then(a.1.cmp(&b.1))
+        });
         let mut best: Option<(Choice, i64, String)> = None;
-        for (u, pods) in &units {
-            if !self.could_free_enough(pending, pods, &room) {
-                continue;
+        let mut fitting = 0;
+        for (whole_unit, u) in singles {
+            if fitting >= MAX_SINGLE_UNITS {
+                break;
             }
-            let Some(score) = self.unit_fits_without(index, unit, pods, &room) else {
+            let Some(score) = self.unit_fits_without(index, unit, &whole_unit.pods, &room) else {
                 continue;
             };
-            let choice = self.minimise(index, unit, &victims, pods.clone(), &room);
-            let name = self.unit_name(index, *u);
+            fitting += 1;
+            let choice = self.minimise(index, unit, &victims, whole_unit.pods, &room);
+            let name = self.unit_name(index, u);
             let better = match &best {
                 None => true,
                 Some((b, bs, bn)) => {
@@ -425,6 +463,9 @@ impl<'c> Scheduler<'c> {
         if let Some((choice, _, _)) = best {
             return Some(choice.pods);
         }
+        // Nothing is evicted when even every candidate together is not enough.
+        let all: Vec<PodId> = victims.list.clone();
+        self.unit_fits_without(index, unit, &all, &room)?;
 
         // Two units, exhaustively, when there are few enough candidates: the best pair by the
         // objective (checked cheapest first, so most pairs are never placed).
@@ -457,7 +498,7 @@ impl<'c> Scheduler<'c> {
             .map(|(u, pods)| {
                 (
                     pods.iter()
-                        .map(|p| victims.info[p].priority)
+                        .map(|p| victims.at(*p).priority)
                         .max()
                         .unwrap_or(0),
                     self.amount(&victims, pods),
@@ -493,7 +534,7 @@ impl<'c> Scheduler<'c> {
             let without: Vec<PodId> = pods
                 .iter()
                 .copied()
-                .filter(|p| victims.info[p].unit != u)
+                .filter(|p| victims.at(*p).unit != u)
                 .collect();
             if !without.is_empty()
                 && self
@@ -522,10 +563,18 @@ impl<'c> Scheduler<'c> {
         let mut best: Option<Choice> = None;
         for larger_first in [true, false] {
             let mut kept_out = pods.clone();
+            // The placement found with every candidate evicted; a victim on a node it does
+            // not use can be reprieved without another placement.
+            if self
+                .unit_fits_without(index, unit, &kept_out, room)
+                .is_none()
+            {
+                break;
+            }
             let mut order: Vec<PodId> = pods
                 .iter()
                 .copied()
-                .filter(|p| !victims.info[p].whole)
+                .filter(|p| !victims.at(*p).whole)
                 .collect();
             order.sort_by(|a, b| {
                 let (pa, pb) = (self.snapshot.pod(*a), self.snapshot.pod(*b));
@@ -558,7 +607,7 @@ impl<'c> Scheduler<'c> {
                 best = Some(choice);
             }
         }
-        best.expect("two orders tried")
+        best.unwrap_or_else(|| self.choice(victims, pods))
     }
 
     /// A cheap necessary condition: on some node with room or with victims, the free room
@@ -605,7 +654,7 @@ impl<'c> Scheduler<'c> {
     ) -> Option<(NodeId, Vec<PodId>)> {
         let pod: &Pod = self.snapshot.pod(pod_id);
         let victims = self.victims(index, pod.priority);
-        if victims.info.is_empty() {
+        if victims.list.is_empty() {
             return None;
         }
         let n = self.snapshot.num_nodes();
@@ -618,7 +667,7 @@ impl<'c> Scheduler<'c> {
                 .pods_on(node)
                 .iter()
                 .copied()
-                .filter(|p| victims.info.contains_key(p))
+                .filter(|p| victims.get(*p).is_some())
                 .collect();
             if on_node.is_empty() || !self.resources_could_fit(pod_id, node, &on_node) {
                 continue;

@@ -119,6 +119,8 @@ pub struct Scheduler<'c> {
     pub(crate) placed_now: Vec<bool>,
     /// Sum of the chosen nodes' scores over the pods placed by the last `search`.
     pub(crate) score_sum: i64,
+    /// The nodes of the last placement preemption found (one entry per placed pod).
+    pub(crate) last_placement: Vec<NodeId>,
 }
 
 impl<'c> Scheduler<'c> {
@@ -133,6 +135,7 @@ impl<'c> Scheduler<'c> {
             log: Vec::new(),
             scopes: 0,
             score_sum: 0,
+            last_placement: Vec::new(),
         })
     }
 
@@ -376,11 +379,7 @@ impl<'c> Scheduler<'c> {
     ) {
         let cluster = self.snapshot.cluster;
         for &(v, node) in evicted {
-            let pod = &cluster.pods[v.index()];
-            let group = pod
-                .pod_group
-                .as_ref()
-                .and_then(|g| index.group_of(&pod.namespace, g));
+            let group = index.group_of_pod(v);
             let mut why = reason.to_string();
             if let Some(g) = group {
                 if cluster.pod_groups[g].disruption_mode == lockstep_model::DisruptionMode::All {

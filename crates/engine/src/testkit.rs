@@ -182,3 +182,40 @@ pub fn running(
     p.pod_group = group.map(str::to_string);
     p
 }
+
+/// The preemption benchmark shape: `nodes` nodes of 4 CPU, full with `gangs` running
+/// low-priority gangs of 1-CPU pods (each gang's pods on consecutive nodes), and, when
+/// `preemptor` is set, one pending 8-pod gang of 1-CPU pods at high priority.
+pub fn full_of_gangs(nodes: usize, gangs: usize, preemptor: bool) -> Cluster {
+    let mut c = Cluster::default();
+    for i in 0..nodes {
+        let n = node(&mut c, &format!("node-{i:05}"), 4000, 32 * GI, 110);
+        c.nodes.push(n);
+    }
+    let pods_per_gang = nodes * 4 / gangs;
+    for g in 0..gangs {
+        let name = format!("low-{g:05}");
+        let mut pg = gang(&name, pods_per_gang as u32, None);
+        pg.priority = Some(10);
+        c.pod_groups.push(pg);
+        for i in 0..pods_per_gang {
+            let n = (g * pods_per_gang + i) % nodes;
+            let p = running(
+                &mut c,
+                &format!("{name}-{i:02}"),
+                &format!("node-{n:05}"),
+                1000,
+                10,
+                Some(&name),
+            );
+            c.pods.push(p);
+        }
+    }
+    if preemptor {
+        let mut pg = gang("urgent", 8, None);
+        pg.priority = Some(1000);
+        c.pod_groups.push(pg);
+        members(&mut c, "urgent", 8, 1000, GI);
+    }
+    finish(c)
+}
