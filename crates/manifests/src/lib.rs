@@ -12,10 +12,13 @@
 //! Routed kinds: `v1` Node, Pod, Namespace; `scheduling.k8s.io/v1` PriorityClass; `policy/v1`
 //! PodDisruptionBudget; the Workload API (`scheduling.k8s.io/v1beta1`, and `v1alpha3` read the
 //! same way): Workload, PodGroup, CompositePodGroup, validated as the API server validates
-//! them, with the group tree (parents, cycles, depth) checked once every file is loaded. DRA
-//! kinds (`resource.k8s.io` DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate)
-//! are kept as raw JSON in [`lockstep_model::OtherObject`] for the crate that owns them. Any
-//! other kind, or a known kind in another apiVersion, is skipped with a warning.
+//! them, with the group tree (parents, cycles, depth) checked once every file is loaded; the
+//! DRA kinds (`resource.k8s.io/v1` DeviceClass, ResourceSlice, ResourceClaim with its
+//! allocation status, ResourceClaimTemplate) and pods' `spec.resourceClaims`, validated object
+//! by object as the API server does, with quantities in whole base units. CEL expressions are
+//! kept as text: `lockstep-dra` compiles them (this crate must not depend on it), and whether a
+//! claim, template or class named elsewhere exists is left to it and the engine. Any other
+//! kind, or a known kind in another apiVersion, is skipped with a warning.
 //!
 //! It must not schedule, print, exit or panic: bad input is a [`LoadError`] naming the file,
 //! the document, the object and the field, and saying what to do; nothing is half-loaded.

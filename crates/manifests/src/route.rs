@@ -1,6 +1,6 @@
-//! Routing each document by apiVersion and kind: typed kinds, including the Workload API kinds,
-//! are deserialized into k8s-openapi types or the crate's own [`crate::workload_api`] types
-//! (errors name the field path), DRA kinds are kept as JSON, anything else is skipped with a
+//! Routing each document by apiVersion and kind: the kinds lockstep reads, including the
+//! Workload API and DRA kinds, are deserialized into k8s-openapi types or the crate's own
+//! [`crate::workload_api`] types (errors name the field path); anything else is skipped with a
 //! warning. Also expands lists and catches duplicate objects.
 
 use std::collections::HashMap;
@@ -10,7 +10,6 @@ use k8s_openapi::api::policy::v1 as policy;
 use k8s_openapi::api::resource::v1 as resource;
 use k8s_openapi::api::scheduling::v1 as scheduling;
 use k8s_openapi::api::scheduling::v1beta1 as workload;
-use lockstep_model::OtherObject;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value as Json};
 
@@ -54,19 +53,14 @@ pub(crate) struct Collected {
     /// PodGroups of either supported version, read as v1beta1, with their status apart.
     pub pod_groups: Vec<Entry<(workload::PodGroup, workload_api::GroupStatus)>>,
     pub composite_pod_groups: Vec<Entry<workload_api::CompositePodGroup>>,
-    pub other_objects: Vec<Entry<OtherObject>>,
+    pub device_classes: Vec<Entry<resource::DeviceClass>>,
+    pub resource_slices: Vec<Entry<resource::ResourceSlice>>,
+    pub resource_claims: Vec<Entry<resource::ResourceClaim>>,
+    pub resource_claim_templates: Vec<Entry<resource::ResourceClaimTemplate>>,
     pub warnings: Vec<String>,
     /// (kind, namespace, name) -> where it was first defined.
     seen: HashMap<(String, String, String), Origin>,
 }
-
-/// The untyped kinds the model keeps as [`OtherObject`]: (API group, kind, namespaced).
-const OTHER_KINDS: &[(&str, &str, bool)] = &[
-    ("resource.k8s.io", "DeviceClass", false),
-    ("resource.k8s.io", "ResourceSlice", false),
-    ("resource.k8s.io", "ResourceClaim", true),
-    ("resource.k8s.io", "ResourceClaimTemplate", true),
-];
 
 /// The typed kinds: (apiVersion, kind).
 const TYPED_KINDS: &[(&str, &str)] = &[
@@ -81,6 +75,10 @@ const TYPED_KINDS: &[(&str, &str)] = &[
     ("scheduling.k8s.io/v1alpha3", "Workload"),
     ("scheduling.k8s.io/v1alpha3", "PodGroup"),
     ("scheduling.k8s.io/v1alpha3", "CompositePodGroup"),
+    ("resource.k8s.io/v1", "DeviceClass"),
+    ("resource.k8s.io/v1", "ResourceSlice"),
+    ("resource.k8s.io/v1", "ResourceClaim"),
+    ("resource.k8s.io/v1", "ResourceClaimTemplate"),
 ];
 
 /// What the warning for a known kind in an unsupported apiVersion adds about the versions read.
@@ -88,6 +86,9 @@ fn supported_versions(kind: &str) -> &'static str {
     match kind {
         "Workload" | "PodGroup" | "CompositePodGroup" => {
             "; lockstep reads scheduling.k8s.io/v1beta1 and scheduling.k8s.io/v1alpha3"
+        }
+        "DeviceClass" | "ResourceSlice" | "ResourceClaim" | "ResourceClaimTemplate" => {
+            "; lockstep reads resource.k8s.io/v1"
         }
         _ => "",
     }
@@ -132,16 +133,8 @@ impl Collected {
         }
 
         let (namespace, name) = metadata(map, &origin, &kind)?;
-        let (group, version) = match api_version.split_once('/') {
-            Some((g, v)) => (g, v),
-            None => ("", api_version.as_str()),
-        };
 
-        let typed = TYPED_KINDS.contains(&(api_version.as_str(), kind.as_str()));
-        let other = OTHER_KINDS
-            .iter()
-            .find(|(g, k, _)| *g == group && *k == kind);
-        if !typed && other.is_none() {
+        if !TYPED_KINDS.contains(&(api_version.as_str(), kind.as_str())) {
             let name = match &name {
                 Some(n) => format!(" {n:?}"),
                 None => String::new(),
@@ -164,13 +157,16 @@ impl Collected {
                 field: "metadata.name",
             });
         };
-        let namespaced = match other {
-            Some((_, _, namespaced)) => *namespaced,
-            None => matches!(
-                kind.as_str(),
-                "Pod" | "PodDisruptionBudget" | "Workload" | "PodGroup" | "CompositePodGroup"
-            ),
-        };
+        let namespaced = matches!(
+            kind.as_str(),
+            "Pod"
+                | "PodDisruptionBudget"
+                | "Workload"
+                | "PodGroup"
+                | "CompositePodGroup"
+                | "ResourceClaim"
+                | "ResourceClaimTemplate"
+        );
         let namespace = namespaced.then(|| namespace.unwrap_or_else(|| "default".to_string()));
         let object = match &namespace {
             Some(ns) => format!("{kind} {ns}/{name}"),
@@ -199,27 +195,6 @@ impl Collected {
             value: (),
         };
         match kind.as_str() {
-            _ if other.is_some() => {
-                if let (Some(ns), Json::Object(map)) = (&namespace, &mut value) {
-                    // Record the defaulted namespace so the raw object agrees with the model.
-                    if let Some(Json::Object(meta)) = map.get_mut("metadata") {
-                        meta.entry("namespace")
-                            .or_insert_with(|| Json::from(ns.clone()));
-                    }
-                }
-                if (group, version) == ("resource.k8s.io", "v1") {
-                    validate_dra_v1(&kind, value.clone(), &origin, &object)?;
-                }
-                let raw = value.to_string();
-                let other = OtherObject {
-                    api_version: api_version.clone(),
-                    kind: kind.clone(),
-                    namespace: namespace.clone(),
-                    name: name.clone(),
-                    raw,
-                };
-                self.other_objects.push(head.with(other));
-            }
             "Node" => {
                 let node = decode(value, &origin, &object)?;
                 self.nodes.push(head.with(node));
@@ -258,6 +233,22 @@ impl Collected {
             "CompositePodGroup" => {
                 let group = decode(workload_api_object(value), &origin, &object)?;
                 self.composite_pod_groups.push(head.with(group));
+            }
+            "DeviceClass" => {
+                let class = decode(value, &origin, &object)?;
+                self.device_classes.push(head.with(class));
+            }
+            "ResourceSlice" => {
+                let slice = decode(value, &origin, &object)?;
+                self.resource_slices.push(head.with(slice));
+            }
+            "ResourceClaim" => {
+                let claim = decode(value, &origin, &object)?;
+                self.resource_claims.push(head.with(claim));
+            }
+            "ResourceClaimTemplate" => {
+                let template = decode(value, &origin, &object)?;
+                self.resource_claim_templates.push(head.with(template));
             }
             _ => unreachable!("every typed kind is matched above"),
         }
@@ -413,23 +404,4 @@ fn decode_at<T: DeserializeOwned>(
             message: e.into_inner().to_string(),
         }
     })
-}
-
-/// Checks a `resource.k8s.io/v1` object against its API type, so that a malformed DRA object
-/// is reported here, with its field path, rather than later.
-fn validate_dra_v1(
-    kind: &str,
-    value: Json,
-    origin: &Origin,
-    object: &str,
-) -> Result<(), LoadError> {
-    match kind {
-        "DeviceClass" => decode::<resource::DeviceClass>(value, origin, object).map(drop),
-        "ResourceSlice" => decode::<resource::ResourceSlice>(value, origin, object).map(drop),
-        "ResourceClaim" => decode::<resource::ResourceClaim>(value, origin, object).map(drop),
-        "ResourceClaimTemplate" => {
-            decode::<resource::ResourceClaimTemplate>(value, origin, object).map(drop)
-        }
-        _ => Ok(()),
-    }
 }

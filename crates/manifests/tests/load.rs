@@ -393,7 +393,7 @@ fn unsupported_kinds_are_warnings() {
 }
 
 #[test]
-fn dra_kinds_are_kept_raw_and_workload_kinds_are_converted() {
+fn dra_kinds_and_workload_kinds_are_converted() {
     let text = r#"
 apiVersion: scheduling.k8s.io/v1beta1
 kind: PodGroup
@@ -411,23 +411,30 @@ apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
 metadata: {name: claim}
 spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.example.com}}]}}
+---
+apiVersion: resource.k8s.io/v1beta2
+kind: ResourceClaim
+metadata: {name: old}
+spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.example.com}}]}}
 "#;
     let loaded = ok(text);
-    assert_eq!(loaded.cluster.pod_groups.len(), 1);
-    assert_eq!(loaded.cluster.pod_groups[0].namespace, "default");
-    let others = &loaded.cluster.other_objects;
-    assert_eq!(others.len(), 2);
-    assert_eq!(others[0].kind, "DeviceClass");
-    assert_eq!(others[0].api_version, "resource.k8s.io/v1");
-    assert_eq!(others[0].namespace, None);
-    assert_eq!(others[1].kind, "ResourceClaim");
-    assert_eq!(others[1].namespace.as_deref(), Some("default"));
-    let raw: serde_json::Value = serde_json::from_str(&others[1].raw).unwrap();
-    assert_eq!(raw["spec"]["devices"]["requests"][0]["name"], "gpu");
-    assert_eq!(raw["metadata"]["namespace"], "default");
-    assert!(loaded.warnings.is_empty());
+    let cluster = &loaded.cluster;
+    assert_eq!(cluster.pod_groups.len(), 1);
+    assert_eq!(cluster.pod_groups[0].namespace, "default");
+    assert_eq!(cluster.device_classes.len(), 1);
+    assert_eq!(cluster.device_classes[0].name, "gpu.example.com");
+    assert_eq!(cluster.resource_claims.len(), 1);
+    assert_eq!(cluster.resource_claims[0].key(), "default/claim");
+    assert!(cluster.other_objects.is_empty());
+    assert_eq!(
+        loaded.warnings,
+        [
+            "warning: ignoring unsupported kind ResourceClaim \"old\" (apiVersion \
+          resource.k8s.io/v1beta2; lockstep reads resource.k8s.io/v1) in test.yaml (document 4)"
+        ]
+    );
 
-    // resource.k8s.io/v1 objects are checked against the API type.
+    // resource.k8s.io/v1 objects are read as the API type.
     let bad = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: c}\n\
                spec: {devices: {requests: [{name: 7}]}}\n";
     assert_contains(

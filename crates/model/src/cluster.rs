@@ -2,14 +2,16 @@
 
 use std::collections::BTreeMap;
 
+use crate::dra::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use crate::labels::Labels;
 use crate::node::Node;
 use crate::pod::{Pod, PodDisruptionBudget, PriorityClass};
 use crate::resources::ResourceNames;
 use crate::workload::{CompositePodGroup, PodGroup, Workload};
 
-/// An object of a kind the model routes but the engine does not act on yet (the DRA kinds);
-/// kept so that front ends can report it.
+/// An object of a kind that front ends route but the model does not represent, kept as raw
+/// JSON so that front ends can report it. (`lockstep-manifests` converts every kind it routes
+/// today, including the DRA kinds, so it leaves [`Cluster::other_objects`] empty.)
 #[derive(Debug, Clone)]
 pub struct OtherObject {
     pub api_version: String,
@@ -20,7 +22,7 @@ pub struct OtherObject {
     pub raw: String,
 }
 
-/// The cluster as loaded: nodes sorted by name, pods in input order.
+/// The cluster as loaded: nodes sorted by name, pods and every other kind in input order.
 #[derive(Debug, Clone, Default)]
 pub struct Cluster {
     pub resources: ResourceNames,
@@ -33,5 +35,14 @@ pub struct Cluster {
     pub pod_groups: Vec<PodGroup>,
     pub composite_pod_groups: Vec<CompositePodGroup>,
     pub workloads: Vec<Workload>,
+    /// `resource.k8s.io/v1` DeviceClasses (cluster-scoped).
+    pub device_classes: Vec<DeviceClass>,
+    /// `resource.k8s.io/v1` ResourceSlices (cluster-scoped).
+    pub resource_slices: Vec<ResourceSlice>,
+    /// `resource.k8s.io/v1` ResourceClaims, with `status.allocation` for claims already
+    /// allocated.
+    pub resource_claims: Vec<ResourceClaim>,
+    /// `resource.k8s.io/v1` ResourceClaimTemplates.
+    pub resource_claim_templates: Vec<ResourceClaimTemplate>,
     pub other_objects: Vec<OtherObject>,
 }

@@ -3,8 +3,10 @@
 //! Order of work: priority classes (pods and groups need them), namespaces, resource names
 //! (interned in name order after the four fixed ones, so ids do not depend on input order),
 //! nodes (sorted by name), pods (input order), disruption budgets, the Workload API objects
-//! (input order per kind; then the group tree is checked across files), other objects.
+//! (input order per kind; then the group tree is checked across files), the DRA objects (input
+//! order per kind).
 
+mod dra;
 mod node;
 mod pod;
 mod policy;
@@ -77,6 +79,36 @@ impl Ctx<'_> {
         })
     }
 
+    /// Parses a quantity into whole base units (bytes, counts), rounded up like Kubernetes'
+    /// `Quantity.Value()`, whatever the name of the thing it measures (DRA capacities and
+    /// counters). Missing (empty) and negative quantities are rejected.
+    pub(crate) fn base_units(&self, path: &str, quantity: &K8sQuantity) -> Result<i64, LoadError> {
+        let error = |message: String| LoadError::Quantity {
+            origin: self.origin.clone(),
+            object: self.object.to_string(),
+            path: path.to_string(),
+            message,
+        };
+        if quantity.0.trim().is_empty() {
+            return Err(error(
+                "a quantity is required here; give one such as 1, 40Gi or 500M".to_string(),
+            ));
+        }
+        let q = Quantity::parse(&quantity.0).map_err(|e| error(e.to_string()))?;
+        if q.is_negative() {
+            return Err(error(format!(
+                "quantity {:?} is negative; it must be zero or more",
+                quantity.0
+            )));
+        }
+        q.units().ok_or_else(|| {
+            error(format!(
+                "quantity {:?} is too large (the limit is about 9.2e18 units)",
+                quantity.0
+            ))
+        })
+    }
+
     /// Parses every quantity of a resource map (`path` names the map).
     pub(crate) fn amounts(
         &self,
@@ -116,7 +148,10 @@ pub(crate) fn build(collected: Collected) -> Result<Loaded, LoadError> {
         workloads,
         pod_groups,
         composite_pod_groups,
-        other_objects,
+        device_classes,
+        resource_slices,
+        resource_claims,
+        resource_claim_templates,
         mut warnings,
         ..
     } = collected;
@@ -186,7 +221,24 @@ pub(crate) fn build(collected: Collected) -> Result<Loaded, LoadError> {
         &cluster.composite_pod_groups,
     )?;
 
-    cluster.other_objects = other_objects.into_iter().map(|e| e.value).collect();
+    for c in &device_classes {
+        cluster.device_classes.push(dra::device_class(c)?);
+    }
+    for s in &resource_slices {
+        cluster
+            .resource_slices
+            .push(dra::resource_slice(s, &mut warnings)?);
+    }
+    for c in &resource_claims {
+        cluster
+            .resource_claims
+            .push(dra::resource_claim(c, &mut warnings)?);
+    }
+    for t in &resource_claim_templates {
+        cluster
+            .resource_claim_templates
+            .push(dra::resource_claim_template(t, &mut warnings)?);
+    }
 
     // Namespaces that objects live in exist in a real cluster even when the input does not
     // define them; give them the label the API server would.
@@ -208,11 +260,12 @@ pub(crate) fn build(collected: Collected) -> Result<Loaded, LoadError> {
                 .iter()
                 .map(|g| g.namespace.clone()),
         )
+        .chain(cluster.resource_claims.iter().map(|c| c.namespace.clone()))
         .chain(
             cluster
-                .other_objects
+                .resource_claim_templates
                 .iter()
-                .filter_map(|o| o.namespace.clone()),
+                .map(|t| t.namespace.clone()),
         );
     for ns in used {
         cluster

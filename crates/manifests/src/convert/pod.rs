@@ -5,13 +5,13 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1 as core;
 use lockstep_model::{
     HostPort, InclusionPolicy, LabelSelector, Labels, NodeAffinity, Operator, Pod, PodAffinity,
-    PodAffinityTerm, PodPhase, PreemptionPolicy, Requirement, ResourceNames, Toleration,
-    TolerationOperator, TopologySpreadConstraint, WhenUnsatisfiable,
+    PodAffinityTerm, PodPhase, PodResourceClaim, PreemptionPolicy, Requirement, ResourceNames,
+    Toleration, TolerationOperator, TopologySpreadConstraint, WhenUnsatisfiable,
 };
 
 use super::policy::{Priorities, preemption_policy};
 use super::requests::{Amounts, PodResources, effective_requests, is_pod_level_resource};
-use super::{Ctx, node::taint_effect, resource_list, selectors};
+use super::{Ctx, dra::dns_label, node::taint_effect, resource_list, selectors};
 use crate::error::LoadError;
 use crate::route::Entry;
 
@@ -108,6 +108,7 @@ pub(crate) fn pod(
         }
     };
 
+    let resource_claims = resource_claims(&ctx, spec)?;
     let resources = pod_resources(&ctx, spec)?;
     let effective = effective_requests(&resources);
 
@@ -178,10 +179,78 @@ pub(crate) fn pod(
             .as_ref()
             .and_then(|g| non_empty(&g.pod_group_name))
             .map(str::to_string),
-        resource_claims: Vec::new(),
+        resource_claims,
         terminating: p.metadata.deletion_timestamp.is_some(),
         labels,
     })
+}
+
+/// `spec.resourceClaims`: each with a unique DNS-label name and exactly one of
+/// `resourceClaimName` and `resourceClaimTemplateName`; every `resources.claims` entry of a
+/// container must name one of them. Whether the claim or template exists is not checked: in
+/// Kubernetes the pod waits for it, so that is the engine's business.
+fn resource_claims(ctx: &Ctx, spec: &core::PodSpec) -> Result<Vec<PodResourceClaim>, LoadError> {
+    let mut out: Vec<PodResourceClaim> = Vec::new();
+    for (i, c) in spec.resource_claims.iter().flatten().enumerate() {
+        let path = format!("spec.resourceClaims[{i}]");
+        dns_label(
+            ctx,
+            &format!("{path}.name"),
+            &c.name,
+            "pod resource claim name",
+        )?;
+        if let Some(first) = out.iter().position(|o| o.name == c.name) {
+            return Err(ctx.invalid(
+                format!("{path}.name"),
+                format!(
+                    "claim name {:?} is also used by spec.resourceClaims[{first}]; give each \
+                     claim its own name",
+                    c.name
+                ),
+            ));
+        }
+        let claim = non_empty(&c.resource_claim_name).map(str::to_string);
+        let template = non_empty(&c.resource_claim_template_name).map(str::to_string);
+        if claim.is_some() == template.is_some() {
+            return Err(ctx.invalid(
+                path,
+                "set exactly one of resourceClaimName and resourceClaimTemplateName",
+            ));
+        }
+        out.push(PodResourceClaim {
+            name: c.name.clone(),
+            resource_claim_name: claim,
+            resource_claim_template_name: template,
+        });
+    }
+    let containers = spec
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (format!("spec.containers[{i}]"), c))
+        .chain(
+            spec.init_containers
+                .iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, c)| (format!("spec.initContainers[{i}]"), c)),
+        );
+    for (path, c) in containers {
+        let used = c.resources.as_ref().and_then(|r| r.claims.as_deref());
+        for (j, used) in used.into_iter().flatten().enumerate() {
+            if !out.iter().any(|o| o.name == used.name) {
+                return Err(ctx.invalid(
+                    format!("{path}.resources.claims[{j}].name"),
+                    format!(
+                        "{:?} is not in spec.resourceClaims; add a pod resource claim of that \
+                         name or remove this entry",
+                        used.name
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// A container's requests after API-server defaulting: a resource with a limit but no

@@ -2,7 +2,7 @@
 
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
-use lockstep_model::{LabelSelector, NodeSelectorTerm, Operator, Requirement};
+use lockstep_model::{LabelSelector, NodeSelector, NodeSelectorTerm, Operator, Requirement};
 
 use super::Ctx;
 use crate::error::LoadError;
@@ -84,6 +84,23 @@ pub(crate) fn node_selector_term(
         match_expressions,
         match_fields,
     })
+}
+
+/// A `v1.NodeSelector` (its terms are ORed); `path` names the selector field.
+pub(crate) fn node_selector(
+    ctx: &Ctx,
+    path: &str,
+    selector: &core::NodeSelector,
+) -> Result<NodeSelector, LoadError> {
+    let mut terms = Vec::with_capacity(selector.node_selector_terms.len());
+    for (i, t) in selector.node_selector_terms.iter().enumerate() {
+        terms.push(node_selector_term(
+            ctx,
+            &format!("{path}.nodeSelectorTerms[{i}]"),
+            t,
+        )?);
+    }
+    Ok(NodeSelector { terms })
 }
 
 fn node_requirement(
