@@ -115,8 +115,8 @@ fn schedule(args: &ScheduleArgs) -> Result<String> {
     for w in &loaded.warnings {
         eprintln!("{w}");
     }
-    let decisions = lockstep_engine::schedule(&loaded.cluster, options)
-        .map_err(|e| anyhow!("configuration: {e}"))?;
+    let decisions =
+        lockstep_engine::schedule(&loaded.cluster, options).map_err(|e| anyhow!("{e}"))?;
     let report = output::Report::new(&loaded.cluster, &decisions);
     Ok(match args.output {
         Format::Table => report.table(),

@@ -127,7 +127,29 @@ impl Report {
             waiting: messages(&d.waiting),
             skipped: messages(&d.skipped),
             pod_groups,
-            allocations: Vec::new(),
+            allocations: {
+                let mut v: Vec<Allocation> = d
+                    .allocations
+                    .iter()
+                    .map(|a| Allocation {
+                        pod: key(a.pod),
+                        claim: a.claim.clone(),
+                        node: cluster.nodes[a.node.index()].name.clone(),
+                        devices: a
+                            .devices
+                            .iter()
+                            .map(|x| AllocatedDevice {
+                                request: x.request.clone(),
+                                driver: x.driver.clone(),
+                                pool: x.pool.clone(),
+                                device: x.device.clone(),
+                            })
+                            .collect(),
+                    })
+                    .collect();
+                v.sort_by(|a, b| (&a.pod, &a.claim).cmp(&(&b.pod, &b.claim)));
+                v
+            },
         }
     }
 
@@ -189,6 +211,25 @@ impl Report {
                     .collect(),
             );
         }
+        section(
+            &mut out,
+            "DEVICES",
+            ["POD", "CLAIM  NODE  DEVICES"],
+            self.allocations
+                .iter()
+                .map(|a| {
+                    let devices: Vec<String> = a
+                        .devices
+                        .iter()
+                        .map(|d| format!("{}={}/{}/{}", d.request, d.driver, d.pool, d.device))
+                        .collect();
+                    [
+                        a.pod.clone(),
+                        format!("{}  {}  {}", a.claim, a.node, devices.join(", ")),
+                    ]
+                })
+                .collect(),
+        );
         section(
             &mut out,
             "POD GROUPS",

@@ -16,6 +16,7 @@ pub const DEFAULT_FILTERS: &[&str] = &[
     "NodeResourcesFit",
     "PodTopologySpread",
     "InterPodAffinity",
+    "DynamicResources",
 ];
 
 /// Score plugins of the default profile with their default weights.
@@ -39,6 +40,7 @@ pub const KNOWN_PLUGINS: &[(&str, bool, bool)] = &[
     ("PodTopologySpread", true, true),
     ("InterPodAffinity", true, true),
     ("NodeResourcesBalancedAllocation", false, true),
+    ("DynamicResources", true, false),
 ];
 
 /// Plugins of kube-scheduler's default profile that have no effect on the objects lockstep
@@ -53,7 +55,6 @@ pub const IGNORED_PLUGINS: &[&str] = &[
     "VolumeBinding",
     "VolumeZone",
     "SchedulingGates",
-    "DynamicResources",
 ];
 
 #[derive(Debug, Error, PartialEq, Eq)]

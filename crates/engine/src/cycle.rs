@@ -168,6 +168,7 @@ impl Framework {
     /// state is computed afresh). Used by preemption to test a node with victims removed.
     pub fn fits_on(&mut self, snap: &Snapshot, pod_id: PodId, node: NodeId) -> bool {
         let pod = snap.pod(pod_id);
+        self.state.pod = pod_id;
         self.active.clear();
         for (i, p) in self.filters.iter().enumerate() {
             match p.pre_filter(snap, pod, &mut self.state) {
@@ -279,6 +280,7 @@ impl Framework {
             });
         }
         // PreFilter.
+        self.state.pod = pod_id;
         self.active.clear();
         let mut only: Option<(Vec<NodeId>, u8)> = None;
         for (i, p) in self.filters.iter().enumerate() {

@@ -1,8 +1,9 @@
 //! The plugin framework: the extension points a plugin implements, the per-cycle state, and
 //! the reasons a node is rejected.
 
-use lockstep_model::{NodeId, Pod, ResourceId};
+use lockstep_model::{NodeId, Pod, PodId, ResourceId};
 
+use crate::plugins::dynamic_resources::DraFilterState;
 use crate::plugins::inter_pod_affinity::{AffinityFilterState, AffinityScoreState};
 use crate::plugins::node_resources_fit::FitScoreState;
 use crate::plugins::pod_topology_spread::{SpreadFilterState, SpreadScoreState};
@@ -30,6 +31,8 @@ pub enum Reason {
     NotInPreFilterResult(u8),
     /// Required node affinity terms name conflicting node names.
     NodeAffinityConflict,
+    /// The DynamicResources filter: devices for the pod's claims cannot be had.
+    Dra(lockstep_dra::UnfitReason),
 }
 
 impl Reason {
@@ -73,6 +76,7 @@ impl Reason {
                 format!("node(s) didn't satisfy plugin(s) [{}]", names.join(" "))
             }
             Reason::NodeAffinityConflict => "pod affinity terms conflict".into(),
+            Reason::Dra(r) => r.message().into(),
         }
     }
 }
@@ -94,13 +98,16 @@ pub enum PreFilter {
 
 /// State computed once per pod and cycle by PreFilter/PreScore, read by Filter/Score.
 /// One field per plugin that needs state, so no lookups by name and no boxing.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct CycleState {
+    /// The pod this cycle is for.
+    pub pod: PodId,
     pub spread_filter: SpreadFilterState,
     pub spread_score: SpreadScoreState,
     pub affinity_filter: AffinityFilterState,
     pub affinity_score: AffinityScoreState,
     pub fit_score: FitScoreState,
+    pub dra: DraFilterState,
 }
 
 /// A pod's scheduling signature: hashes of what each plugin depends on. Two pods with equal
@@ -140,6 +147,20 @@ impl std::hash::Hasher for FragmentHasher {
     }
     fn finish(&self) -> u64 {
         self.0
+    }
+}
+
+impl Default for CycleState {
+    fn default() -> Self {
+        CycleState {
+            pod: PodId(0),
+            spread_filter: Default::default(),
+            spread_score: Default::default(),
+            affinity_filter: Default::default(),
+            affinity_score: Default::default(),
+            fit_score: Default::default(),
+            dra: Default::default(),
+        }
     }
 }
 

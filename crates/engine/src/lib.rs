@@ -20,5 +20,7 @@ pub mod testkit;
 pub use config::{KubeSchedulerConfiguration, Profile};
 pub use cycle::{FitError, Framework};
 pub use preemption::{Eviction, GangPreemption};
-pub use scheduler::{Decisions, GroupStatus, Options, Scheduler, schedule};
+pub use scheduler::{
+    AllocatedDevice, ClaimDevices, Decisions, GroupStatus, Options, Scheduler, SetupError, schedule,
+};
 pub use snapshot::Snapshot;

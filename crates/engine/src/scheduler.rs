@@ -5,6 +5,16 @@
 use lockstep_model::{Cluster, GroupPolicy, NodeId, Pod, PodId, WhenUnsatisfiable};
 
 use crate::config::{ConfigError, Profile};
+
+/// Why a scheduler cannot be set up for a cluster: the configuration or the DRA objects are
+/// invalid (both are bad input).
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("configuration: {0}")]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Dra(#[from] lockstep_dra::DraError),
+}
 use crate::cycle::Framework;
 use crate::group::{GroupIndex, Unit, candidate_orders, capacity_of, domains, free_of};
 use crate::preemption::{Eviction, GangPreemption};
@@ -61,6 +71,29 @@ pub struct Decisions {
     pub evictions: Vec<Eviction>,
     /// PodGroups that lost pods to preemption (`namespace/name`, DisruptionTarget message).
     pub disrupted_groups: Vec<(String, String)>,
+    /// Devices allocated to the pods this run placed, one entry per claim.
+    pub allocations: Vec<ClaimDevices>,
+}
+
+/// The devices allocated for one claim of a placed pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimDevices {
+    pub pod: PodId,
+    /// `namespace/name` of the ResourceClaim; a claim made from a template is named
+    /// `namespace/<pod>-<pod claim name>`, as the ResourceClaim controller names it.
+    pub claim: String,
+    pub node: NodeId,
+    pub devices: Vec<AllocatedDevice>,
+}
+
+/// One device of an allocation result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllocatedDevice {
+    /// The request (or `request/subrequest`) the device satisfies.
+    pub request: String,
+    pub driver: String,
+    pub pool: String,
+    pub device: String,
 }
 
 /// PrioritySort: higher priority first, then earlier creation, then namespace/name.
@@ -124,12 +157,12 @@ pub struct Scheduler<'c> {
 }
 
 impl<'c> Scheduler<'c> {
-    pub fn new(cluster: &'c Cluster, options: Options) -> Result<Self, ConfigError> {
+    pub fn new(cluster: &'c Cluster, options: Options) -> Result<Self, SetupError> {
         let mut framework = Framework::new(&options.profile, &cluster.resources)?;
         framework.set_batching(options.batching);
         Ok(Scheduler {
             framework,
-            snapshot: Snapshot::new(cluster),
+            snapshot: Snapshot::new(cluster)?,
             placed_now: vec![false; cluster.pods.len()],
             options,
             log: Vec::new(),
@@ -332,6 +365,7 @@ impl<'c> Scheduler<'c> {
             }
             units = retry.into_iter().map(|(id, _)| Unit::Pod(id)).collect();
         }
+        self.collect_allocations(&mut decisions);
         for (g, status) in group_status.into_iter().enumerate() {
             if index.groups[g].pending.is_empty() {
                 continue;
@@ -346,6 +380,56 @@ impl<'c> Scheduler<'c> {
             });
         }
         decisions
+    }
+
+    /// Fills `decisions.allocations` for the pods the run placed.
+    fn collect_allocations(&self, decisions: &mut Decisions) {
+        let Some(dra) = self.snapshot.dra.as_ref() else {
+            return;
+        };
+        for &(pod, node) in &decisions.bindings {
+            let Some(a) = self.snapshot.allocation(pod) else {
+                continue;
+            };
+            let p = self.snapshot.pod(pod);
+            let template_claims: Vec<&lockstep_model::PodResourceClaim> = p
+                .resource_claims
+                .iter()
+                .filter(|c| c.resource_claim_name.is_none())
+                .collect();
+            let mut next_template = 0;
+            for ca in &a.claims {
+                let claim = match ca.claim {
+                    lockstep_dra::ClaimRef::Claim(_) => dra.claim_key(ca.claim).to_string(),
+                    lockstep_dra::ClaimRef::Template(_) => {
+                        let name = template_claims
+                            .get(next_template)
+                            .map_or("claim", |c| c.name.as_str());
+                        next_template += 1;
+                        format!("{}/{}-{}", p.namespace, p.name, name)
+                    }
+                };
+                let devices = ca
+                    .devices
+                    .iter()
+                    .map(|d| {
+                        let (driver, pool, device) = dra.device_name(d.device);
+                        AllocatedDevice {
+                            request: dra.request_name(ca.claim, d.request),
+                            driver: driver.to_string(),
+                            pool: pool.to_string(),
+                            device: device.to_string(),
+                        }
+                    })
+                    .collect();
+                decisions.allocations.push(ClaimDevices {
+                    pod,
+                    claim,
+                    node,
+                    devices,
+                });
+            }
+        }
     }
 
     fn try_unit(&mut self, index: &GroupIndex, unit: Unit) -> Attempt {
@@ -873,6 +957,6 @@ fn collect_groups(index: &GroupIndex, c: usize, out: &mut Vec<usize>) {
 }
 
 /// Convenience: one run over `cluster` with `options`.
-pub fn schedule(cluster: &Cluster, options: Options) -> Result<Decisions, ConfigError> {
+pub fn schedule(cluster: &Cluster, options: Options) -> Result<Decisions, SetupError> {
     Ok(Scheduler::new(cluster, options)?.run())
 }

@@ -3,7 +3,17 @@
 
 use std::collections::HashMap;
 
+use lockstep_dra::{ClaimRef, DraError, DraInputs, DraState, NodeAllocation};
 use lockstep_model::{Cluster, HostPort, NodeId, Pod, PodId, ResourceId, TaintEffect};
+
+/// A pod's DRA claims, resolved against the snapshot's devices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodClaims {
+    None,
+    Refs(Vec<ClaimRef>),
+    /// A claim or template the pod names does not exist: `namespace/name`.
+    Missing(String),
+}
 
 /// Per-node state, dense and indexed by `NodeId`.
 pub struct Snapshot<'c> {
@@ -34,12 +44,19 @@ pub struct Snapshot<'c> {
     /// Incremented by every `assume` and `forget`: state derived from the snapshot (the
     /// batching state) is valid only for the generation it was made at.
     pub generation: u64,
+    /// Devices, when the cluster uses Dynamic Resource Allocation.
+    pub dra: Option<DraState>,
+    /// Each pod's claims, indexed by pod.
+    claims: Vec<PodClaims>,
+    /// The device allocation each placed pod holds, indexed by pod.
+    allocations: Vec<Option<NodeAllocation>>,
 }
 
 impl<'c> Snapshot<'c> {
     /// Builds the snapshot and places every pod that already runs on a node. Pods naming a
-    /// node that does not exist are ignored (they hold nothing the scheduler can see).
-    pub fn new(cluster: &'c Cluster) -> Snapshot<'c> {
+    /// node that does not exist are ignored (they hold nothing the scheduler can see). Fails
+    /// when the DRA objects are invalid (a CEL selector that does not compile, say).
+    pub fn new(cluster: &'c Cluster) -> Result<Snapshot<'c>, DraError> {
         let n = cluster.nodes.len();
         let width = cluster.resources.len();
         let mut allocatable = vec![0; n * width];
@@ -70,6 +87,27 @@ impl<'c> Snapshot<'c> {
                 .collect();
             node_taint_ids.push(ids);
         }
+        let uses_dra = !cluster.resource_slices.is_empty()
+            || !cluster.device_classes.is_empty()
+            || !cluster.resource_claims.is_empty()
+            || !cluster.resource_claim_templates.is_empty()
+            || cluster.pods.iter().any(|p| !p.resource_claims.is_empty());
+        let dra = if uses_dra {
+            Some(DraState::new(DraInputs {
+                nodes: &cluster.nodes,
+                classes: &cluster.device_classes,
+                slices: &cluster.resource_slices,
+                claims: &cluster.resource_claims,
+                templates: &cluster.resource_claim_templates,
+            })?)
+        } else {
+            None
+        };
+        let claims = cluster
+            .pods
+            .iter()
+            .map(|p| resolve_claims(dra.as_ref(), p))
+            .collect();
         let mut snap = Snapshot {
             cluster,
             width,
@@ -94,6 +132,9 @@ impl<'c> Snapshot<'c> {
             bound_with_affinity: 0,
             bound_with_required_anti_affinity: 0,
             generation: 0,
+            dra,
+            claims,
+            allocations: vec![None; cluster.pods.len()],
         };
         for (i, pod) in cluster.pods.iter().enumerate() {
             if !pod.is_bound() {
@@ -103,7 +144,17 @@ impl<'c> Snapshot<'c> {
                 snap.assume(PodId(i as u32), node);
             }
         }
-        snap
+        Ok(snap)
+    }
+
+    /// The pod's DRA claims.
+    pub fn claims(&self, pod: PodId) -> &PodClaims {
+        &self.claims[pod.index()]
+    }
+
+    /// The device allocation a placed pod holds.
+    pub fn allocation(&self, pod: PodId) -> Option<&NodeAllocation> {
+        self.allocations[pod.index()].as_ref()
     }
 
     pub fn num_nodes(&self) -> usize {
@@ -154,6 +205,15 @@ impl<'c> Snapshot<'c> {
         self.ports[node.index()].extend(pod.host_ports.iter().cloned());
         self.pods_on_node[node.index()].push(id);
         self.node_of[id.index()] = Some(node);
+        if let (PodClaims::Refs(refs), Some(dra)) = (&self.claims[id.index()], self.dra.as_mut()) {
+            // A scheduled pod passed the DynamicResources filter on this node, so the same
+            // deterministic search finds the allocation again. A running pod whose claims
+            // cannot be allocated holds no devices the scheduler can see.
+            if let Ok(a) = dra.try_allocate(node, refs) {
+                dra.reserve(&a);
+                self.allocations[id.index()] = Some(a);
+            }
+        }
         if !pod.pod_affinity.is_empty() || !pod.pod_anti_affinity.is_empty() {
             self.bound_with_affinity += 1;
         }
@@ -168,6 +228,9 @@ impl<'c> Snapshot<'c> {
             return;
         };
         self.generation += 1;
+        if let (Some(a), Some(dra)) = (self.allocations[id.index()].take(), self.dra.as_mut()) {
+            dra.release(&a);
+        }
         let pod = &self.cluster.pods[id.index()];
         let base = node.index() * self.width;
         for (r, v) in pod.requests.iter() {
@@ -194,4 +257,32 @@ impl<'c> Snapshot<'c> {
             self.bound_with_required_anti_affinity -= 1;
         }
     }
+}
+
+fn resolve_claims(dra: Option<&DraState>, pod: &Pod) -> PodClaims {
+    if pod.resource_claims.is_empty() {
+        return PodClaims::None;
+    }
+    let Some(dra) = dra else {
+        return PodClaims::Missing(String::from("(no DRA objects)"));
+    };
+    let mut refs = Vec::with_capacity(pod.resource_claims.len());
+    for c in &pod.resource_claims {
+        let found = match (&c.resource_claim_name, &c.resource_claim_template_name) {
+            (Some(name), _) => dra
+                .claim_id(&pod.namespace, name)
+                .map(ClaimRef::Claim)
+                .ok_or(name),
+            (None, Some(name)) => dra
+                .template_id(&pod.namespace, name)
+                .map(ClaimRef::Template)
+                .ok_or(name),
+            (None, None) => continue,
+        };
+        match found {
+            Ok(r) => refs.push(r),
+            Err(name) => return PodClaims::Missing(format!("{}/{}", pod.namespace, name)),
+        }
+    }
+    PodClaims::Refs(refs)
 }

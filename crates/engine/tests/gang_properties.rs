@@ -84,7 +84,7 @@ proptest! {
                 prop_assert!(r.iter().all(|x| *x == r[0]), "{} spans racks {:?}", pg.name, r);
             }
         }
-        let mut snap = Snapshot::new(&cluster);
+        let mut snap = Snapshot::new(&cluster).unwrap();
         for (p, n) in &d.bindings {
             snap.assume(*p, *n);
         }

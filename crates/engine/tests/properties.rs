@@ -126,7 +126,7 @@ proptest! {
         // Replay evictions and bindings onto a fresh snapshot: every node the run placed a
         // pod on is within capacity (pre-bound pods elsewhere may overcommit, as in a real
         // cluster).
-        let mut snap = Snapshot::new(&cluster);
+        let mut snap = Snapshot::new(&cluster).unwrap();
         for e in &d.evictions {
             prop_assert!(snap.node_of(e.pod).is_some(), "evicted a pod that was not running");
             snap.forget(e.pod);

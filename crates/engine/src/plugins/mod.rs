@@ -1,6 +1,7 @@
 //! The plugins, one file each, named as in kube-scheduler.
 
 pub mod balanced_allocation;
+pub mod dynamic_resources;
 pub mod inter_pod_affinity;
 pub mod node_affinity;
 pub mod node_name;
@@ -31,6 +32,7 @@ pub fn build(name: &str, profile: &Profile, names: &ResourceNames) -> Option<Box
             balanced_allocation::BalancedAllocation::new(&profile.balanced_resources, names),
         ),
         "PodTopologySpread" => Box::new(pod_topology_spread::PodTopologySpread),
+        "DynamicResources" => Box::new(dynamic_resources::DynamicResources),
         "InterPodAffinity" => Box::new(inter_pod_affinity::InterPodAffinity {
             hard_pod_affinity_weight: profile.hard_pod_affinity_weight,
         }),
