@@ -66,6 +66,10 @@ struct ScheduleArgs {
     /// Schedule every pod with a full cycle, never reusing the previous pod's result.
     #[arg(long)]
     no_batching: bool,
+    /// Instead of scheduling, print how many more replicas of the pod in POD_FILE fit on
+    /// each node of the cluster as it runs now (resources, filters and DRA devices).
+    #[arg(long, value_name = "POD_FILE")]
+    estimate: Option<PathBuf>,
     /// Scheduler names whose pods this run schedules (a pod without schedulerName has
     /// default-scheduler, as Kubernetes defaults it).
     #[arg(long = "scheduler-name", value_name = "NAME", default_values = ["default-scheduler", "lockstep"])]
@@ -111,6 +115,9 @@ fn schedule(args: &ScheduleArgs) -> Result<String> {
             }
         })
         .collect();
+    if let Some(file) = &args.estimate {
+        return estimate(args, options, sources, file);
+    }
     let loaded = lockstep_manifests::load(&sources).map_err(|e| anyhow!("{e}"))?;
     for w in &loaded.warnings {
         eprintln!("{w}");
@@ -122,6 +129,89 @@ fn schedule(args: &ScheduleArgs) -> Result<String> {
         Format::Table => report.table(),
         Format::Json => serde_json::to_string_pretty(&report)? + "\n",
         Format::Yaml => serde_norway::to_string(&report)?,
+    })
+}
+
+#[derive(serde::Serialize)]
+struct EstimateReport {
+    pod: String,
+    nodes: Vec<NodeReplicas>,
+    total: u64,
+}
+
+#[derive(serde::Serialize)]
+struct NodeReplicas {
+    node: String,
+    replicas: u32,
+}
+
+/// `--estimate`: replicas of the file's pod shape per node and in total.
+fn estimate(
+    args: &ScheduleArgs,
+    options: Options,
+    mut sources: Vec<Source>,
+    file: &std::path::Path,
+) -> Result<String> {
+    let shape_only = lockstep_manifests::load(&[Source::Path(file.to_path_buf())])
+        .map_err(|e| anyhow!("{e}"))?;
+    let shape = shape_only
+        .cluster
+        .pods
+        .iter()
+        .find(|p| p.is_pending())
+        .ok_or_else(|| {
+            anyhow!(
+                "--estimate {}: no pending Pod in the file; give a Pod manifest without spec.nodeName",
+                file.display()
+            )
+        })?
+        .key();
+    sources.push(Source::Path(file.to_path_buf()));
+    let loaded = lockstep_manifests::load(&sources).map_err(|e| anyhow!("{e}"))?;
+    for w in &loaded.warnings {
+        eprintln!("{w}");
+    }
+    let cluster = &loaded.cluster;
+    let id = cluster
+        .pods
+        .iter()
+        .position(|p| p.key() == shape)
+        .map(|i| lockstep_model::PodId(i as u32))
+        .ok_or_else(|| anyhow!("--estimate {}: pod {shape} not found", file.display()))?;
+    let e = lockstep_engine::estimate(cluster, options, id).map_err(|e| anyhow!("{e}"))?;
+    let report = EstimateReport {
+        pod: shape,
+        nodes: e
+            .per_node
+            .iter()
+            .map(|(n, r)| NodeReplicas {
+                node: cluster.nodes[n.index()].name.clone(),
+                replicas: *r,
+            })
+            .collect(),
+        total: e.total,
+    };
+    Ok(match args.output {
+        Format::Json => serde_json::to_string_pretty(&report)? + "\n",
+        Format::Yaml => serde_norway::to_string(&report)?,
+        Format::Table => {
+            let w = report
+                .nodes
+                .iter()
+                .map(|n| n.node.len())
+                .max()
+                .unwrap_or(4)
+                .max(4);
+            let mut out = format!(
+                "Replicas of {} that fit now\n  {:<w$}  REPLICAS\n",
+                report.pod, "NODE"
+            );
+            for n in &report.nodes {
+                out += &format!("  {:<w$}  {}\n", n.node, n.replicas);
+            }
+            out += &format!("  {:<w$}  {}\n", "total", report.total);
+            out
+        }
     })
 }
 

@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod cycle;
+pub mod estimate;
 pub mod framework;
 pub mod group;
 pub mod oracle;
@@ -19,6 +20,7 @@ pub mod testkit;
 
 pub use config::{KubeSchedulerConfiguration, Profile};
 pub use cycle::{FitError, Framework};
+pub use estimate::{Estimate, estimate};
 pub use preemption::{Eviction, GangPreemption};
 pub use scheduler::{
     AllocatedDevice, ClaimDevices, Decisions, GroupStatus, Options, Scheduler, SetupError, schedule,
