@@ -46,6 +46,9 @@ pub struct Snapshot<'c> {
     pub generation: u64,
     /// Devices, when the cluster uses Dynamic Resource Allocation.
     pub dra: Option<DraState>,
+    /// Every device is local to one node (no network-attached pools): allocating on one
+    /// node never changes what another node can allocate.
+    pub dra_node_local: bool,
     /// Each pod's claims, indexed by pod.
     claims: Vec<PodClaims>,
     /// The device allocation each placed pod holds, indexed by pod.
@@ -133,6 +136,12 @@ impl<'c> Snapshot<'c> {
             bound_with_required_anti_affinity: 0,
             generation: 0,
             dra,
+            dra_node_local: cluster.resource_slices.iter().all(|s| {
+                matches!(
+                    s.node_scope,
+                    lockstep_model::dra::SliceNodeScope::NodeName(_)
+                )
+            }),
             claims,
             allocations: vec![None; cluster.pods.len()],
         };

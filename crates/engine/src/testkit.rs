@@ -219,3 +219,109 @@ pub fn full_of_gangs(nodes: usize, gangs: usize, preemptor: bool) -> Cluster {
     }
     finish(c)
 }
+
+/// The DRA benchmark shape: `nodes` nodes (64 CPU, 512Gi) with 8 GPUs each in a
+/// ResourceSlice (attributes model, pcieRoot, numa; capacity memory: 80Gi on GPUs 0-3, 40Gi
+/// on 4-7), a DeviceClass selecting the driver and model by CEL, `singles` pods claiming one
+/// GPU with `memory >= 40Gi` and `quads` pods claiming four GPUs on one PCIe root, both
+/// through ResourceClaimTemplates.
+pub fn dra_gpus(nodes: usize, singles: usize, quads: usize) -> Cluster {
+    use lockstep_model::dra::*;
+    let mut c = Cluster::default();
+    for i in 0..nodes {
+        let n = node(&mut c, &format!("node-{i:04}"), 64_000, 512 * GI, 110);
+        c.nodes.push(n);
+    }
+    let gpu = |i: usize| {
+        let mut d = Device {
+            name: format!("gpu-{i}"),
+            ..Device::default()
+        };
+        let model = if i < 4 { "A100-80GB" } else { "A100-40GB" };
+        d.attributes
+            .insert("model".into(), AttributeValue::String(model.into()));
+        d.attributes.insert(
+            "pcieRoot".into(),
+            AttributeValue::String(format!("pci-{}", i / 4)),
+        );
+        d.attributes
+            .insert("numa".into(), AttributeValue::Int((i / 4) as i64));
+        d.capacity.insert(
+            "memory".into(),
+            DeviceCapacity {
+                value: if i < 4 { 80 * GI } else { 40 * GI },
+                request_policy: None,
+            },
+        );
+        d
+    };
+    for n in &c.nodes {
+        c.resource_slices.push(ResourceSlice {
+            name: format!("{}-gpus", n.name),
+            driver: "gpu.example.com".into(),
+            pool: ResourcePool {
+                name: n.name.clone(),
+                generation: 1,
+                resource_slice_count: 1,
+            },
+            node_scope: SliceNodeScope::NodeName(n.name.clone()),
+            devices: (0..8).map(gpu).collect(),
+            shared_counters: Vec::new(),
+        });
+    }
+    c.device_classes.push(DeviceClass {
+        name: "gpu".into(),
+        selectors: vec![
+            "device.driver == 'gpu.example.com' && device.attributes['gpu.example.com'].model.startsWith('A100')".into(),
+        ],
+        ..DeviceClass::default()
+    });
+    let template =
+        |name: &str, count: u32, selectors: Vec<String>, same_root: bool| ResourceClaimTemplate {
+            namespace: "default".into(),
+            name: name.into(),
+            spec: ResourceClaimSpec {
+                requests: vec![DeviceRequest {
+                    name: "gpu".into(),
+                    kind: DeviceRequestKind::Exactly(ExactDeviceRequest {
+                        device_class_name: "gpu".into(),
+                        selectors,
+                        allocation_mode: AllocationMode::ExactCount(count),
+                        ..ExactDeviceRequest::default()
+                    }),
+                }],
+                constraints: if same_root {
+                    vec![DeviceConstraint {
+                        requests: Vec::new(),
+                        kind: ConstraintKind::MatchAttribute("gpu.example.com/pcieRoot".into()),
+                    }]
+                } else {
+                    Vec::new()
+                },
+                config: Vec::new(),
+            },
+        };
+    c.resource_claim_templates.push(template(
+        "one-40gi",
+        1,
+        vec!["device.capacity['gpu.example.com'].memory.compareTo(quantity('40Gi')) >= 0".into()],
+        false,
+    ));
+    c.resource_claim_templates
+        .push(template("four-same-root", 4, Vec::new(), true));
+    for (count, tpl, prefix) in [
+        (singles, "one-40gi", "single"),
+        (quads, "four-same-root", "quad"),
+    ] {
+        for i in 0..count {
+            let mut p = pod(&mut c, &format!("{prefix}-{i:05}"), 1000, GI);
+            p.resource_claims.push(lockstep_model::PodResourceClaim {
+                name: "gpu".into(),
+                resource_claim_name: None,
+                resource_claim_template_name: Some(tpl.into()),
+            });
+            c.pods.push(p);
+        }
+    }
+    finish(c)
+}

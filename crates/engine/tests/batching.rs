@@ -145,3 +145,13 @@ fn pods_that_cannot_be_signed_get_full_cycles() {
     let (_, (hits, full)) = run(&c, true);
     assert_eq!((hits, full), (0, 5));
 }
+
+#[test]
+fn pods_with_template_claims_on_node_local_devices_batch_identically() {
+    let cluster = testkit::dra_gpus(40, 200, 30);
+    let (batched, (hits, _)) = run(&cluster, true);
+    let (plain, _) = run(&cluster, false);
+    assert_eq!(batched, plain);
+    assert!(hits > 150, "batched {hits} cycles");
+    assert_eq!(batched.bindings.len(), 230);
+}

@@ -23,10 +23,19 @@ impl Plugin for DynamicResources {
     fn filters(&self) -> bool {
         true
     }
-    fn sign(&self, _snap: &Snapshot, pod: &Pod, _sig: &mut Signature) -> bool {
-        // Devices taken on one node can be visible from others (network-attached pools),
-        // so pods with claims always get a full cycle.
-        pod.resource_claims.is_empty()
+    fn sign(&self, snap: &Snapshot, pod: &Pod, sig: &mut Signature) -> bool {
+        if pod.resource_claims.is_empty() {
+            return true;
+        }
+        // A pod whose claims all come from templates takes devices of its own on its node
+        // only; when every device is node-local, placing it changes no other node's verdict.
+        // Shared claims and network-attached pools tie nodes together: full cycle.
+        let own_claims_only = pod
+            .resource_claims
+            .iter()
+            .all(|c| c.resource_claim_name.is_none());
+        sig.add(self.name(), &pod.resource_claims);
+        own_claims_only && snap.dra_node_local
     }
     fn pre_filter(&self, snap: &Snapshot, _pod: &Pod, state: &mut CycleState) -> PreFilter {
         state.dra.claims.clear();
