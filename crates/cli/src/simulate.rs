@@ -1,0 +1,309 @@
+//! `lockstep simulate`: flags in, a trace and policies to `lockstep_sim`, the summary out and
+//! the report directory written.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::ValueEnum;
+use lockstep_engine::{KubeSchedulerConfiguration, Profile};
+use lockstep_sim::policy::{DEFAULT_COMPARE, GangPreemption, Policy, gpu_aware};
+use lockstep_sim::progress::Progress;
+use lockstep_sim::readers::{native, openb, parse_timestamp, philly, tiresias};
+use lockstep_sim::{DefaultScenario, SimOptions, Trace, data, report};
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum SimFormat {
+    Table,
+    Json,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum SimGangPreemption {
+    Off,
+    Minimal,
+    Atomic,
+}
+
+#[derive(clap::Args)]
+pub struct SimulateArgs {
+    /// Replay the Philly-derived trace (default: the copy in crates/sim/data).
+    #[arg(long, value_name = "CSV", num_args = 0..=1, default_missing_value = "",
+          conflicts_with_all = ["tiresias", "openb", "files"], help_heading = "Trace (default: the embedded scenario)")]
+    philly: Option<String>,
+    /// Replay a Tiresias job CSV ("" for the example in crates/sim/data).
+    #[arg(long, value_name = "CSV", num_args = 0..=1, default_missing_value = "",
+          conflicts_with_all = ["openb", "files"], help_heading = "Trace (default: the embedded scenario)")]
+    tiresias: Option<String>,
+    /// Replay an Alibaba openb pod list ("" for openb_pod_list_default.csv in crates/sim/data).
+    #[arg(long, value_name = "CSV", num_args = 0..=1, default_missing_value = "",
+          conflicts_with = "files", help_heading = "Trace (default: the embedded scenario)")]
+    openb: Option<String>,
+    /// Replay Kubernetes manifests whose Pods/PodGroups carry lockstep.dev/arrival and
+    /// lockstep.dev/duration annotations (file or directory; repeatable).
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "PATH",
+        help_heading = "Trace (default: the embedded scenario)"
+    )]
+    files: Vec<PathBuf>,
+
+    /// Seed of the embedded scenario's generator.
+    #[arg(long, default_value_t = 42, help_heading = "Embedded scenario")]
+    seed: u64,
+    /// Jobs in the embedded scenario.
+    #[arg(long, default_value_t = 2000, help_heading = "Embedded scenario")]
+    jobs: usize,
+    /// Offered GPU load of the embedded scenario (share of GPU capacity).
+    #[arg(long, default_value_t = 0.85, help_heading = "Embedded scenario")]
+    load: f64,
+
+    /// Philly: 8-GPU nodes in the cluster.
+    #[arg(long, default_value_t = 64, help_heading = "Trace options")]
+    gpu_nodes: usize,
+    /// Philly: only jobs submitted at or after this time (YYYY-MM-DD[ HH:MM[:SS]], UTC).
+    #[arg(long, value_name = "TIME", help_heading = "Trace options")]
+    from: Option<String>,
+    /// Philly: only jobs submitted before this time.
+    #[arg(long, value_name = "TIME", help_heading = "Trace options")]
+    to: Option<String>,
+    /// Philly: only jobs of this virtual cluster (the `cluster` column).
+    #[arg(long, value_name = "ID", help_heading = "Trace options")]
+    virtual_cluster: Option<String>,
+    /// Philly: at most this many jobs (the earliest submitted).
+    #[arg(long, value_name = "N", help_heading = "Trace options")]
+    max_jobs: Option<usize>,
+    /// Tiresias: the cluster spec CSV (default: the example's cluster_spec.csv).
+    #[arg(long, value_name = "CSV", help_heading = "Trace options")]
+    cluster_spec: Option<PathBuf>,
+    /// openb: the node list CSV (default: openb_node_list_all_node.csv).
+    #[arg(long, value_name = "CSV", help_heading = "Trace options")]
+    openb_nodes: Option<PathBuf>,
+
+    /// Seconds between scheduling cycles (default: a cycle at every arrival/completion).
+    #[arg(long, value_name = "SECONDS", help_heading = "Run")]
+    interval: Option<u64>,
+    /// Stop at this simulated time (seconds).
+    #[arg(long, value_name = "SECONDS", help_heading = "Run")]
+    stop_at: Option<u64>,
+    /// A KubeSchedulerConfiguration file (one profile) the policies start from.
+    #[arg(long, value_name = "FILE", help_heading = "Run")]
+    config: Option<PathBuf>,
+    /// The policy of a single run: terms joined by +, e.g. most-allocated+no-batching.
+    #[arg(
+        long,
+        value_name = "SPEC",
+        conflicts_with = "compare",
+        help_heading = "Run"
+    )]
+    policy: Option<String>,
+    /// Run several policies on the same trace and compare them (comma-separated specs;
+    /// without a value: least-allocated, most-allocated, most-allocated+gang-preemption=atomic,
+    /// least-allocated+no-batching).
+    #[arg(long, value_name = "SPEC,...", num_args = 0.., value_delimiter = ',', help_heading = "Run")]
+    compare: Option<Vec<String>>,
+    /// Gang preemption mode (passed to the engine once it supports it).
+    #[arg(long, value_enum, default_value = "minimal", help_heading = "Run")]
+    gang_preemption: SimGangPreemption,
+    /// Turn opportunistic batching off (passed to the engine once it supports it).
+    #[arg(long, help_heading = "Run")]
+    no_batching: bool,
+
+    /// The report directory (index.html, metrics.json, timing.json).
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "lockstep-report",
+        help_heading = "Output"
+    )]
+    out: PathBuf,
+    /// Do not write the report directory.
+    #[arg(long, help_heading = "Output")]
+    no_report: bool,
+    /// What to print: the summary table, or metrics.json.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_enum,
+        default_value = "table",
+        help_heading = "Output"
+    )]
+    output: SimFormat,
+    /// No progress bar and no summary (the report is still written).
+    #[arg(short, long, help_heading = "Output")]
+    quiet: bool,
+}
+
+fn or_default(arg: &str, default: &str) -> PathBuf {
+    PathBuf::from(if arg.is_empty() { default } else { arg })
+}
+
+fn time_flag(name: &str, value: &Option<String>) -> Result<Option<i64>> {
+    value
+        .as_deref()
+        .map(|v| {
+            parse_timestamp(v).ok_or_else(|| {
+                anyhow!("--{name} {v:?}: not a time; write YYYY-MM-DD or YYYY-MM-DD HH:MM[:SS]")
+            })
+        })
+        .transpose()
+}
+
+fn load_trace(args: &SimulateArgs) -> Result<(Trace, Option<u64>)> {
+    if let Some(p) = &args.philly {
+        let options = philly::PhillyOptions {
+            gpu_nodes: args.gpu_nodes,
+            from: time_flag("from", &args.from)?,
+            until: time_flag("to", &args.to)?,
+            virtual_cluster: args.virtual_cluster.clone(),
+            max_jobs: args.max_jobs,
+            ..philly::PhillyOptions::default()
+        };
+        return Ok((
+            philly::read_philly(&or_default(p, data::PHILLY), &options)?,
+            None,
+        ));
+    }
+    if args.from.is_some()
+        || args.to.is_some()
+        || args.virtual_cluster.is_some()
+        || args.max_jobs.is_some()
+    {
+        bail!("--from, --to, --virtual-cluster and --max-jobs apply to --philly only");
+    }
+    if let Some(t) = &args.tiresias {
+        let spec = match &args.cluster_spec {
+            Some(p) => tiresias::read_cluster_spec(p)?,
+            None if t.is_empty() => {
+                tiresias::read_cluster_spec(std::path::Path::new(data::TIRESIAS_CLUSTER))?
+            }
+            None => tiresias::ClusterSpec::default(),
+        };
+        return Ok((
+            tiresias::read_tiresias(&or_default(t, data::TIRESIAS_JOBS), &spec)?,
+            None,
+        ));
+    }
+    if let Some(pods) = &args.openb {
+        let nodes = args
+            .openb_nodes
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(data::OPENB_NODES));
+        return Ok((
+            openb::read_openb(&nodes, &or_default(pods, data::OPENB_PODS))?,
+            None,
+        ));
+    }
+    if !args.files.is_empty() {
+        return Ok((native::read_manifests(&args.files)?, None));
+    }
+    if !(0.01..=10.0).contains(&args.load) {
+        bail!(
+            "--load {}: give the offered GPU load as a share of capacity, e.g. 0.85",
+            args.load
+        );
+    }
+    let scenario = DefaultScenario {
+        seed: args.seed,
+        jobs: args.jobs,
+        load: args.load,
+        ..DefaultScenario::default()
+    };
+    Ok((scenario.build(), Some(args.seed)))
+}
+
+fn base_profile(args: &SimulateArgs) -> Result<Profile> {
+    let Some(path) = &args.config else {
+        return Ok(gpu_aware(Profile::default()));
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read --config {}", path.display()))?;
+    let cfg: KubeSchedulerConfiguration = serde_norway::from_str(&text).map_err(|e| {
+        anyhow!(
+            "--config {}: not a valid KubeSchedulerConfiguration: {e}",
+            path.display()
+        )
+    })?;
+    let profile = cfg
+        .profile()
+        .map_err(|e| anyhow!("--config {}: {e}", path.display()))?;
+    Ok(gpu_aware(profile))
+}
+
+fn policies(args: &SimulateArgs) -> Result<Vec<Policy>> {
+    let base = base_profile(args)?;
+    let with_flags = |mut p: Policy| {
+        if args.no_batching {
+            p.batching = false;
+        }
+        p
+    };
+    let gang = match args.gang_preemption {
+        SimGangPreemption::Off => GangPreemption::Off,
+        SimGangPreemption::Minimal => GangPreemption::Minimal,
+        SimGangPreemption::Atomic => GangPreemption::Atomic,
+    };
+    let specs: Vec<String> = match (&args.compare, &args.policy) {
+        (Some(list), _) if list.is_empty() => {
+            DEFAULT_COMPARE.iter().map(|s| s.to_string()).collect()
+        }
+        (Some(list), _) => list.clone(),
+        (None, Some(spec)) => vec![spec.clone()],
+        (None, None) => {
+            let mut p = Policy::from_profile(&base);
+            p.gang_preemption = gang;
+            return Ok(vec![with_flags(p)]);
+        }
+    };
+    let mut out = Vec::new();
+    for spec in specs {
+        let mut p = Policy::parse(&spec, &base).map_err(|e| anyhow!("--compare/--policy: {e}"))?;
+        if !spec.contains("gang-preemption=") {
+            p.gang_preemption = gang;
+        }
+        if out.iter().any(|q: &Policy| q.name == p.name) {
+            bail!("--compare: policy {:?} is given twice", p.name);
+        }
+        out.push(with_flags(p));
+    }
+    Ok(out)
+}
+
+pub fn simulate(args: &SimulateArgs) -> Result<String> {
+    let policies = policies(args)?;
+    let (trace, seed) = load_trace(args)?;
+    let options = SimOptions {
+        interval: args.interval.filter(|&i| i > 0),
+        until: args.stop_at,
+    };
+    let mut progress = Progress::new(!args.quiet);
+    let mut current = String::new();
+    let result =
+        lockstep_sim::run_policies(&trace, &policies, &options, seed, &mut |name, d, t| {
+            if current != name {
+                current = name.to_string();
+                progress.start(name);
+            }
+            progress.update(d, t);
+        });
+    progress.finish();
+    let (metrics, timing) = result?;
+    if !args.no_report {
+        report::write(&args.out, &metrics, &timing)
+            .with_context(|| format!("cannot write the report to {}", args.out.display()))?;
+    }
+    Ok(match args.output {
+        SimFormat::Json => report::metrics_json(&metrics),
+        SimFormat::Table if args.quiet => String::new(),
+        SimFormat::Table => {
+            let mut s = report::summary(&metrics, &timing);
+            if !args.no_report {
+                s.push_str(&format!(
+                    "\nreport: {}\n",
+                    args.out.join("index.html").display()
+                ));
+            }
+            s
+        }
+    })
+}

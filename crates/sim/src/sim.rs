@@ -1,0 +1,728 @@
+//! The discrete-event simulation.
+//!
+//! Time is whole seconds from the start of the trace. Events at one time are handled in this
+//! order: completions (their pods are released), then arrivals (their pods become pending),
+//! then a scheduling cycle. Ties inside a kind go by job index (the trace's arrival order),
+//! so a run is a pure function of the trace and the policy.
+//!
+//! A scheduling cycle calls [`Scheduler::schedule`] on one scheduler that lives for the whole
+//! run, whose snapshot keeps every placement assumed. Which pods a cycle offers follows
+//! kube-scheduler's queueing hints: after a completion or an eviction freed room, every
+//! pending pod; otherwise only the pods that became pending since the last cycle (pods that
+//! did not fit cannot fit while nothing was freed). Without `interval` a cycle runs at every
+//! event time that changed something; with it, cycles run at multiples of the interval
+//! (the first one at or after the change).
+//!
+//! A job runs once `min_pods` of its pods are bound (all of them, or a gang's `minCount`),
+//! and completes `duration` seconds later, releasing its pods. An eviction (reported by the
+//! engine once preemption lands, or injected with [`Simulation::evict`]) sends the whole job
+//! back to pending: its bound pods are released, its progress is lost and counted as
+//! GPU-seconds lost (GPUs of the job x seconds it had run), and a stale completion is
+//! recognised by the job's epoch.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
+use std::time::{Duration, Instant};
+
+use lockstep_engine::SetupError;
+use lockstep_engine::{Options, Scheduler};
+use lockstep_model::{NodeId, PodId, ResourceId, WhenUnsatisfiable};
+
+use crate::policy::Policy;
+use crate::trace::{GPU, Trace};
+
+/// How a run advances.
+#[derive(Debug, Clone, Default)]
+pub struct SimOptions {
+    /// Seconds between scheduling cycles; `None`: a cycle at every event time.
+    pub interval: Option<u64>,
+    /// Stop at this simulated time (seconds); `None`: when no event is left.
+    pub until: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Completion,
+    Arrival,
+    Cycle,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Event {
+    time: u64,
+    kind: Kind,
+    job: u32,
+    epoch: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    NotArrived,
+    Pending,
+    Running,
+    Done,
+}
+
+#[derive(Debug, Clone)]
+struct JobState {
+    phase: Phase,
+    bound: usize,
+    epoch: u32,
+    pending_since: u64,
+    start: u64,
+    waited: u64,
+    first_start: Option<u64>,
+    end: Option<u64>,
+    restarts: u32,
+    lost_gpu_seconds: i64,
+}
+
+/// What happened to one job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobOutcome {
+    pub arrival: u64,
+    /// When it first ran.
+    pub first_start: Option<u64>,
+    /// When it completed.
+    pub end: Option<u64>,
+    /// Total seconds it spent pending (over every restart).
+    pub waited: u64,
+    /// Times it was evicted and sent back to pending.
+    pub restarts: u32,
+    pub lost_gpu_seconds: i64,
+    /// It was still pending when the run ended (still waiting, or never fitting).
+    pub pending_at_end: bool,
+}
+
+/// The state after one batch of events; it holds until the next sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sample {
+    pub time: u64,
+    /// Whole GPUs requested by bound pods.
+    pub gpus_allocated: i64,
+    /// Milli-CPU requested by bound pods.
+    pub cpu_allocated: i64,
+    pub pending_jobs: u32,
+    pub running_jobs: u32,
+    /// Free GPUs on nodes where no pending pod shape fits (see [`fragmented_gpus`]).
+    pub fragmented_gpus: i64,
+    pub free_gpus: i64,
+}
+
+/// One scheduling cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CycleRecord {
+    pub time: u64,
+    /// Pods offered to the engine.
+    pub offered: u32,
+    pub bound: u32,
+}
+
+/// One eviction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EvictionRecord {
+    pub time: u64,
+    pub pod: PodId,
+    pub job: u32,
+    /// The job was running (its progress was lost).
+    pub was_running: bool,
+    pub gang: bool,
+}
+
+/// Everything a run produced. `cycle_wall` (the engine's wall time per cycle) is the only
+/// part that is not a pure function of the trace and the policy.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub policy: Policy,
+    pub options: SimOptions,
+    pub end_time: u64,
+    pub jobs: Vec<JobOutcome>,
+    pub samples: Vec<Sample>,
+    pub cycles: Vec<CycleRecord>,
+    pub evictions: Vec<EvictionRecord>,
+    pub gpu_capacity: i64,
+    pub cpu_capacity: i64,
+    /// Parallel to `cycles`.
+    pub cycle_wall: Vec<Duration>,
+    /// Wall time of the whole run.
+    pub wall: Duration,
+}
+
+/// A simulation in progress over one trace under one policy.
+pub struct Simulation<'t> {
+    trace: &'t Trace,
+    policy: Policy,
+    options: SimOptions,
+    scheduler: Scheduler<'t>,
+    gpu: Option<ResourceId>,
+    now: u64,
+    events: BinaryHeap<Reverse<Event>>,
+    jobs: Vec<JobState>,
+    /// Job index of every pod (`u32::MAX` for pods of no job).
+    pod_job: Vec<u32>,
+    pod_node: Vec<Option<NodeId>>,
+    /// Arrived pods not bound.
+    pending: BTreeSet<PodId>,
+    /// Pods that became pending since the last cycle.
+    fresh: Vec<PodId>,
+    /// Room was freed since the last cycle.
+    freed: bool,
+    /// Pods whose fit may improve when others bind (required pod affinity, hard spread).
+    affinity_pods: Vec<bool>,
+    cycle_scheduled: Option<u64>,
+    gpus_allocated: i64,
+    cpu_allocated: i64,
+    running_jobs: u32,
+    pending_jobs: u32,
+    samples: Vec<Sample>,
+    cycles: Vec<CycleRecord>,
+    cycle_wall: Vec<Duration>,
+    evictions: Vec<EvictionRecord>,
+    started: Instant,
+    done_jobs: usize,
+}
+
+/// Why a simulation cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("policy {policy}: {source}")]
+    Config {
+        policy: String,
+        #[source]
+        source: SetupError,
+    },
+}
+
+impl<'t> Simulation<'t> {
+    pub fn new(
+        trace: &'t Trace,
+        policy: Policy,
+        options: SimOptions,
+    ) -> Result<Simulation<'t>, SimError> {
+        let engine_options = Options {
+            profile: policy.profile.clone(),
+            ..Options::default()
+        };
+        let scheduler =
+            Scheduler::new(&trace.cluster, engine_options).map_err(|source| SimError::Config {
+                policy: policy.name.clone(),
+                source,
+            })?;
+        let cluster = &trace.cluster;
+        let mut pod_job = vec![u32::MAX; cluster.pods.len()];
+        for (j, job) in trace.jobs.iter().enumerate() {
+            for p in &job.pods {
+                pod_job[p.index()] = j as u32;
+            }
+        }
+        let affinity_pods = cluster
+            .pods
+            .iter()
+            .map(|p| {
+                !p.pod_affinity.required.is_empty()
+                    || p.topology_spread
+                        .iter()
+                        .any(|c| c.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule)
+            })
+            .collect();
+        let mut sim = Simulation {
+            trace,
+            options,
+            gpu: cluster.resources.get(GPU),
+            now: 0,
+            events: BinaryHeap::new(),
+            jobs: vec![
+                JobState {
+                    phase: Phase::NotArrived,
+                    bound: 0,
+                    epoch: 0,
+                    pending_since: 0,
+                    start: 0,
+                    waited: 0,
+                    first_start: None,
+                    end: None,
+                    restarts: 0,
+                    lost_gpu_seconds: 0,
+                };
+                trace.jobs.len()
+            ],
+            pod_job,
+            pod_node: vec![None; cluster.pods.len()],
+            pending: BTreeSet::new(),
+            fresh: Vec::new(),
+            freed: false,
+            affinity_pods,
+            cycle_scheduled: None,
+            gpus_allocated: 0,
+            cpu_allocated: 0,
+            running_jobs: 0,
+            pending_jobs: 0,
+            samples: Vec::new(),
+            cycles: Vec::new(),
+            cycle_wall: Vec::new(),
+            evictions: Vec::new(),
+            started: Instant::now(),
+            done_jobs: 0,
+            scheduler,
+            policy,
+        };
+        // Pods bound in the input already hold their nodes (the snapshot placed them).
+        for (j, job) in trace.jobs.iter().enumerate() {
+            if job.initially_running {
+                for &p in &job.pods {
+                    if let Some(node) = sim.scheduler.snapshot.node_of(p) {
+                        sim.pod_node[p.index()] = Some(node);
+                        sim.account(p, 1);
+                        sim.jobs[j].bound += 1;
+                    }
+                }
+                sim.jobs[j].phase = Phase::Running;
+                sim.jobs[j].first_start = Some(0);
+                sim.running_jobs += 1;
+                if let Some(d) = job.duration {
+                    sim.push(d, Kind::Completion, j, 0);
+                }
+            } else {
+                sim.push(job.arrival, Kind::Arrival, j, 0);
+            }
+        }
+        Ok(sim)
+    }
+
+    fn push(&mut self, time: u64, kind: Kind, job: usize, epoch: u32) {
+        self.events.push(Reverse(Event {
+            time,
+            kind,
+            job: job as u32,
+            epoch,
+        }));
+    }
+
+    /// The current simulated time.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// Jobs completed so far.
+    pub fn done_jobs(&self) -> usize {
+        self.done_jobs
+    }
+
+    /// The node a pod is bound to.
+    pub fn node_of(&self, pod: PodId) -> Option<NodeId> {
+        self.pod_node[pod.index()]
+    }
+
+    fn account(&mut self, pod: PodId, sign: i64) {
+        let p = &self.trace.cluster.pods[pod.index()];
+        if let Some(g) = self.gpu {
+            self.gpus_allocated += sign * p.requests.get(g);
+        }
+        self.cpu_allocated += sign * p.requests.get(ResourceId::CPU);
+    }
+
+    /// Handles every event at the next event time, then a scheduling cycle if one is due.
+    /// Returns false when no event is left (or the `until` time is reached).
+    pub fn step(&mut self) -> bool {
+        let Some(Reverse(first)) = self.events.peek().copied() else {
+            return false;
+        };
+        if self.options.until.is_some_and(|u| first.time > u) {
+            self.now = self.options.until.unwrap_or(self.now);
+            return false;
+        }
+        self.now = first.time;
+        let mut cycle_due = false;
+        let mut changed = false;
+        while let Some(Reverse(e)) = self.events.peek().copied() {
+            if e.time != self.now {
+                break;
+            }
+            self.events.pop();
+            match e.kind {
+                Kind::Completion => changed |= self.complete(e.job as usize, e.epoch),
+                Kind::Arrival => {
+                    self.arrive(e.job as usize);
+                    changed = true;
+                }
+                Kind::Cycle => {
+                    self.cycle_scheduled = None;
+                    cycle_due = true;
+                }
+            }
+        }
+        match self.options.interval {
+            None => {
+                if changed || cycle_due {
+                    self.cycle();
+                }
+            }
+            Some(interval) => {
+                if cycle_due {
+                    self.cycle();
+                } else if changed && self.cycle_scheduled.is_none() {
+                    let interval = interval.max(1);
+                    let at = self.now.div_ceil(interval) * interval;
+                    if at == self.now {
+                        self.cycle();
+                    } else {
+                        self.cycle_scheduled = Some(at);
+                        self.push(at, Kind::Cycle, 0, 0);
+                    }
+                }
+            }
+        }
+        self.sample();
+        true
+    }
+
+    fn arrive(&mut self, j: usize) {
+        let job = &self.trace.jobs[j];
+        let state = &mut self.jobs[j];
+        state.phase = Phase::Pending;
+        state.pending_since = self.now;
+        self.pending_jobs += 1;
+        for &p in &job.pods {
+            self.pending.insert(p);
+            self.fresh.push(p);
+        }
+    }
+
+    /// Returns whether the completion was current (not made stale by an eviction).
+    fn complete(&mut self, j: usize, epoch: u32) -> bool {
+        let state = &self.jobs[j];
+        if state.epoch != epoch || state.phase != Phase::Running {
+            return false;
+        }
+        self.release_job(j);
+        let state = &mut self.jobs[j];
+        state.phase = Phase::Done;
+        state.end = Some(self.now);
+        self.running_jobs -= 1;
+        self.done_jobs += 1;
+        self.freed = true;
+        true
+    }
+
+    /// Unbinds every bound pod of job `j` and drops its pending pods.
+    fn release_job(&mut self, j: usize) {
+        for &p in &self.trace.jobs[j].pods {
+            if self.pod_node[p.index()].take().is_some() {
+                self.scheduler.release(p);
+                self.account(p, -1);
+            }
+            self.pending.remove(&p);
+        }
+        self.jobs[j].bound = 0;
+    }
+
+    /// Evicts a bound pod now: its whole job goes back to pending and, if it was running,
+    /// loses its progress. The front end calls this for every eviction the engine reports;
+    /// tests call it to inject preemptions.
+    pub fn evict(&mut self, pod: PodId) {
+        let j = self.pod_job[pod.index()];
+        if j == u32::MAX || self.pod_node[pod.index()].is_none() {
+            return;
+        }
+        let j = j as usize;
+        let job = &self.trace.jobs[j];
+        let was_running = self.jobs[j].phase == Phase::Running;
+        self.evictions.push(EvictionRecord {
+            time: self.now,
+            pod,
+            job: j as u32,
+            was_running,
+            gang: job.gang,
+        });
+        self.release_job(j);
+        let now = self.now;
+        let state = &mut self.jobs[j];
+        if was_running {
+            state.lost_gpu_seconds += job.gpus * (now - state.start) as i64;
+            state.restarts += 1;
+            state.epoch += 1;
+            state.phase = Phase::Pending;
+            state.pending_since = now;
+            self.running_jobs -= 1;
+            self.pending_jobs += 1;
+        }
+        for &p in &job.pods {
+            self.pending.insert(p);
+            self.fresh.push(p);
+        }
+        self.freed = true;
+        if self.options.interval.is_some() && self.cycle_scheduled.is_none() {
+            let interval = self.options.interval.unwrap_or(1).max(1);
+            let at = (self.now / interval + 1) * interval;
+            self.cycle_scheduled = Some(at);
+            self.push(at, Kind::Cycle, 0, 0);
+        } else if self.options.interval.is_none() {
+            // Retried in the next event batch's cycle; make sure there is one.
+            self.push(self.now, Kind::Cycle, 0, 0);
+        }
+    }
+
+    fn cycle(&mut self) {
+        let offered: Vec<PodId> = if self.freed {
+            self.pending.iter().copied().collect()
+        } else {
+            let mut f: Vec<PodId> = self
+                .fresh
+                .iter()
+                .copied()
+                .filter(|p| self.pending.contains(p))
+                .collect();
+            f.sort_unstable();
+            f.dedup();
+            f
+        };
+        self.fresh.clear();
+        self.freed = false;
+        if offered.is_empty() {
+            return;
+        }
+        let t0 = Instant::now();
+        let decisions = self.scheduler.schedule(&offered);
+        self.cycle_wall.push(t0.elapsed());
+        self.cycles.push(CycleRecord {
+            time: self.now,
+            offered: offered.len() as u32,
+            bound: decisions.bindings.len() as u32,
+        });
+        // Evictions the engine reports will be applied here, before the bindings, with
+        // `self.evict(victim)` for each (see the crate docs).
+        let mut any_affinity_pending = false;
+        for &(pod, node) in &decisions.bindings {
+            self.bind(pod, node);
+        }
+        if !decisions.bindings.is_empty() {
+            any_affinity_pending = self.pending.iter().any(|p| self.affinity_pods[p.index()]);
+        }
+        if any_affinity_pending {
+            // Bindings can make room for required pod affinity: offer everything next time.
+            self.freed = true;
+        }
+    }
+
+    fn bind(&mut self, pod: PodId, node: NodeId) {
+        if !self.pending.remove(&pod) {
+            return;
+        }
+        self.pod_node[pod.index()] = Some(node);
+        self.account(pod, 1);
+        let j = self.pod_job[pod.index()];
+        if j == u32::MAX {
+            return;
+        }
+        let j = j as usize;
+        let job = &self.trace.jobs[j];
+        let state = &mut self.jobs[j];
+        state.bound += 1;
+        if state.phase == Phase::Pending && state.bound >= job.min_pods {
+            state.phase = Phase::Running;
+            state.start = self.now;
+            state.waited += self.now - state.pending_since;
+            state.first_start.get_or_insert(self.now);
+            let epoch = state.epoch;
+            self.pending_jobs -= 1;
+            self.running_jobs += 1;
+            if let Some(d) = job.duration {
+                self.push(self.now + d, Kind::Completion, j, epoch);
+            }
+        }
+    }
+
+    fn sample(&mut self) {
+        let (fragmented, free) = self.fragmentation();
+        let s = Sample {
+            time: self.now,
+            gpus_allocated: self.gpus_allocated,
+            cpu_allocated: self.cpu_allocated,
+            pending_jobs: self.pending_jobs,
+            running_jobs: self.running_jobs,
+            fragmented_gpus: fragmented,
+            free_gpus: free,
+        };
+        match self.samples.last_mut() {
+            Some(last) if last.time == s.time => *last = s,
+            _ => self.samples.push(s),
+        }
+    }
+
+    /// (fragmented, free) GPUs now.
+    fn fragmentation(&self) -> (i64, i64) {
+        let Some(gpu) = self.gpu else {
+            return (0, 0);
+        };
+        let snap = &self.scheduler.snapshot;
+        let cluster = &self.trace.cluster;
+        let shapes: Vec<Shape> = self
+            .pending
+            .iter()
+            .map(|p| {
+                let r = &cluster.pods[p.index()].requests;
+                Shape {
+                    gpus: r.get(gpu),
+                    cpu: r.get(ResourceId::CPU),
+                    memory: r.get(ResourceId::MEMORY),
+                }
+            })
+            .filter(|s| s.gpus > 0)
+            .collect();
+        let shapes = pareto_minimal(shapes);
+        fragmented_gpus(snap.num_nodes(), &shapes, |n| {
+            let n = NodeId(n as u32);
+            let free = |r| snap.allocatable(n, r) - snap.requested(n, r);
+            Shape {
+                gpus: free(gpu),
+                cpu: free(ResourceId::CPU),
+                memory: free(ResourceId::MEMORY),
+            }
+        })
+    }
+
+    /// Runs to the end; `progress(done_jobs, total_jobs)` is called now and then.
+    pub fn run(mut self, progress: &mut dyn FnMut(usize, usize)) -> RunResult {
+        let total = self.trace.jobs.len();
+        let mut batches = 0u64;
+        self.sample();
+        while self.step() {
+            batches += 1;
+            if batches.is_multiple_of(128) {
+                progress(self.done_jobs, total);
+            }
+        }
+        progress(self.done_jobs, total);
+        self.finish()
+    }
+
+    /// Ends the run at the current time.
+    pub fn finish(self) -> RunResult {
+        let end_time = self.now;
+        let jobs = self
+            .jobs
+            .iter()
+            .zip(&self.trace.jobs)
+            .map(|(s, job)| JobOutcome {
+                arrival: job.arrival,
+                first_start: s.first_start,
+                end: s.end,
+                waited: s.waited
+                    + if s.phase == Phase::Pending {
+                        end_time - s.pending_since
+                    } else {
+                        0
+                    },
+                restarts: s.restarts,
+                lost_gpu_seconds: s.lost_gpu_seconds,
+                pending_at_end: s.phase == Phase::Pending,
+            })
+            .collect();
+        RunResult {
+            gpu_capacity: self.trace.capacity(GPU),
+            cpu_capacity: self.trace.capacity("cpu"),
+            policy: self.policy,
+            options: self.options,
+            end_time,
+            jobs,
+            samples: self.samples,
+            cycles: self.cycles,
+            evictions: self.evictions,
+            cycle_wall: self.cycle_wall,
+            wall: self.started.elapsed(),
+        }
+    }
+}
+
+/// The resources a pending pod asks for, or a node has free, for fragmentation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Shape {
+    pub gpus: i64,
+    pub cpu: i64,
+    pub memory: i64,
+}
+
+impl Shape {
+    fn fits_in(&self, free: &Shape) -> bool {
+        self.gpus <= free.gpus && self.cpu <= free.cpu && self.memory <= free.memory
+    }
+}
+
+/// The shapes no other shape is smaller than or equal to in every resource (a node that fits
+/// any shape fits one of these).
+pub fn pareto_minimal(mut shapes: Vec<Shape>) -> Vec<Shape> {
+    shapes.sort_unstable();
+    shapes.dedup();
+    let mut out: Vec<Shape> = Vec::new();
+    for s in shapes {
+        if !out.iter().any(|m| m.fits_in(&s)) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// Fragmentation: free GPUs that no pending pod shape can use. A node's free GPUs count as
+/// fragmented when pending GPU pods exist and none of their shapes (GPUs, CPU, memory) fits
+/// in the node's free resources. Node affinity, taints and gang topology are not considered.
+/// Returns (fragmented, free) GPUs over all nodes.
+pub fn fragmented_gpus(
+    nodes: usize,
+    shapes: &[Shape],
+    free_of: impl Fn(usize) -> Shape,
+) -> (i64, i64) {
+    let mut fragmented = 0;
+    let mut free_total = 0;
+    for n in 0..nodes {
+        let free = free_of(n);
+        if free.gpus <= 0 {
+            continue;
+        }
+        free_total += free.gpus;
+        if !shapes.is_empty() && !shapes.iter().any(|s| s.fits_in(&free)) {
+            fragmented += free.gpus;
+        }
+    }
+    (fragmented, free_total)
+}
+
+/// Runs one policy over a trace to the end.
+pub fn simulate(
+    trace: &Trace,
+    policy: Policy,
+    options: SimOptions,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<RunResult, SimError> {
+    Ok(Simulation::new(trace, policy, options)?.run(progress))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pareto_keeps_only_minimal_shapes() {
+        let s = |gpus, cpu, memory| Shape { gpus, cpu, memory };
+        let out = pareto_minimal(vec![
+            s(1, 4, 4),
+            s(1, 8, 8),
+            s(2, 2, 2),
+            s(1, 4, 4),
+            s(1, 2, 9),
+        ]);
+        assert_eq!(out, vec![s(1, 2, 9), s(1, 4, 4), s(2, 2, 2)]);
+    }
+
+    #[test]
+    fn fragmentation_counts_unusable_free_gpus() {
+        let s = |gpus, cpu, memory| Shape { gpus, cpu, memory };
+        let nodes = [s(3, 10, 10), s(8, 10, 10), s(2, 0, 10), s(0, 10, 10)];
+        let (frag, free) = fragmented_gpus(4, &[s(4, 1, 1)], |n| nodes[n]);
+        assert_eq!((frag, free), (5, 13));
+        let (frag, _) = fragmented_gpus(4, &[], |n| nodes[n]);
+        assert_eq!(
+            frag, 0,
+            "no pending pods: free GPUs are idle, not fragmented"
+        );
+    }
+}
