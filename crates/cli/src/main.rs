@@ -123,13 +123,29 @@ fn schedule(args: &ScheduleArgs) -> Result<String> {
         eprintln!("{w}");
     }
     let decisions =
-        lockstep_engine::schedule(&loaded.cluster, options).map_err(|e| anyhow!("{e}"))?;
+        lockstep_engine::schedule(&loaded.cluster, options).map_err(|e| setup_error(&loaded, e))?;
     let report = output::Report::new(&loaded.cluster, &decisions);
     Ok(match args.output {
         Format::Table => report.table(),
         Format::Json => serde_json::to_string_pretty(&report)? + "\n",
         Format::Yaml => serde_norway::to_string(&report)?,
     })
+}
+
+/// A setup error (configuration, DRA objects) with the file and document of the object it
+/// names, when it names one.
+fn setup_error(
+    loaded: &lockstep_manifests::Loaded,
+    e: lockstep_engine::SetupError,
+) -> anyhow::Error {
+    use lockstep_dra::DraError;
+    let text = e.to_string();
+    match &e {
+        lockstep_engine::SetupError::Dra(
+            DraError::InvalidSelector { object, .. } | DraError::Invalid { object, .. },
+        ) => anyhow!("{}", loaded.locate(object, &text)),
+        _ => anyhow!("{text}"),
+    }
 }
 
 #[derive(serde::Serialize)]
@@ -178,7 +194,7 @@ fn estimate(
         .position(|p| p.key() == shape)
         .map(|i| lockstep_model::PodId(i as u32))
         .ok_or_else(|| anyhow!("--estimate {}: pod {shape} not found", file.display()))?;
-    let e = lockstep_engine::estimate(cluster, options, id).map_err(|e| anyhow!("{e}"))?;
+    let e = lockstep_engine::estimate(cluster, options, id).map_err(|e| setup_error(&loaded, e))?;
     let report = EstimateReport {
         pod: shape,
         nodes: e

@@ -40,6 +40,8 @@ pub fn num_feasible_nodes_to_find(percentage: u32, num_nodes: usize) -> usize {
 pub struct FitError {
     pub num_nodes: usize,
     pub reasons: Vec<(Reason, u32)>,
+    /// Set when a PreFilter rejected the pod outright: its message, printed once.
+    pub pre_filter: Option<String>,
 }
 
 impl FitError {
@@ -48,6 +50,9 @@ impl FitError {
     pub fn message(&self, snap: &Snapshot) -> String {
         if self.num_nodes == 0 {
             return "no nodes available to schedule pods".into();
+        }
+        if let Some(m) = &self.pre_filter {
+            return format!("0/{} nodes are available: {m}.", self.num_nodes);
         }
         let mut merged: Vec<(String, u32)> = Vec::new();
         for (r, n) in &self.reasons {
@@ -277,6 +282,7 @@ impl Framework {
             return Err(FitError {
                 num_nodes: 0,
                 reasons: Vec::new(),
+                pre_filter: None,
             });
         }
         // PreFilter.
@@ -298,9 +304,18 @@ impl Framework {
                 }
                 PreFilter::Skip => {}
                 PreFilter::RejectAll(r) => {
+                    let message = match snap.claims(pod_id) {
+                        crate::snapshot::PodClaims::Missing(m)
+                            if r == Reason::Dra(lockstep_dra::UnfitReason::ClaimNotFound) =>
+                        {
+                            m.clone()
+                        }
+                        _ => r.message(snap),
+                    };
                     return Err(FitError {
                         num_nodes: n,
-                        reasons: vec![(r, n as u32)],
+                        reasons: Vec::new(),
+                        pre_filter: Some(message),
                     });
                 }
             }
@@ -364,6 +379,7 @@ impl Framework {
             return Err(FitError {
                 num_nodes: n_all,
                 reasons,
+                pre_filter: None,
             });
         }
         if self.feasible.len() == 1 && !self.force_score {

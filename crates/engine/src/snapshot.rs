@@ -11,7 +11,8 @@ use lockstep_model::{Cluster, HostPort, NodeId, Pod, PodId, ResourceId, TaintEff
 pub enum PodClaims {
     None,
     Refs(Vec<ClaimRef>),
-    /// A claim or template the pod names does not exist: `namespace/name`.
+    /// A claim the pod names does not exist (or cannot be made from its template): the
+    /// kube-scheduler message.
     Missing(String),
 }
 
@@ -281,16 +282,17 @@ fn resolve_claims(dra: Option<&DraState>, pod: &Pod) -> PodClaims {
             (Some(name), _) => dra
                 .claim_id(&pod.namespace, name)
                 .map(ClaimRef::Claim)
-                .ok_or(name),
+                .ok_or_else(|| format!("resourceclaim \"{name}\" not found")),
+            // The ResourceClaim controller cannot make the pod's claim without its template.
             (None, Some(name)) => dra
                 .template_id(&pod.namespace, name)
                 .map(ClaimRef::Template)
-                .ok_or(name),
+                .ok_or_else(|| format!("pod \"{}\": ResourceClaim not created yet", pod.key())),
             (None, None) => continue,
         };
         match found {
             Ok(r) => refs.push(r),
-            Err(name) => return PodClaims::Missing(format!("{}/{}", pod.namespace, name)),
+            Err(message) => return PodClaims::Missing(message),
         }
     }
     PodClaims::Refs(refs)

@@ -65,6 +65,19 @@ pub struct Loaded {
     pub cluster: lockstep_model::Cluster,
     /// One line each, starting with `warning: `.
     pub warnings: Vec<String>,
+    /// Where each object came from (`file (document N)`), by its display name as errors
+    /// name it: `Kind name` for cluster-scoped kinds, `Kind namespace/name` otherwise.
+    pub origins: std::collections::BTreeMap<String, String>,
+}
+
+impl Loaded {
+    /// Prefixes a message about `object` with the file and document it came from.
+    pub fn locate(&self, object: &str, message: &str) -> String {
+        match self.origins.get(object) {
+            Some(origin) => format!("{origin}: {message}"),
+            None => message.to_string(),
+        }
+    }
 }
 
 /// Loads every source, in order, into one cluster. Stdin is read when a source is

@@ -60,6 +60,8 @@ pub(crate) struct Collected {
     pub warnings: Vec<String>,
     /// (kind, namespace, name) -> where it was first defined.
     seen: HashMap<(String, String, String), Origin>,
+    /// Where each object came from, by its display name (`Kind name` or `Kind ns/name`).
+    pub(crate) origins: Vec<(String, Origin)>,
 }
 
 /// The typed kinds: (apiVersion, kind).
@@ -186,6 +188,7 @@ impl Collected {
             });
         }
         self.seen.insert(key, origin.clone());
+        self.origins.push((object.clone(), origin.clone()));
 
         let head = Entry {
             origin: origin.clone(),

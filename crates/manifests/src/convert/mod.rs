@@ -153,6 +153,7 @@ pub(crate) fn build(collected: Collected) -> Result<Loaded, LoadError> {
         resource_claims,
         resource_claim_templates,
         mut warnings,
+        origins,
         ..
     } = collected;
     let mut cluster = Cluster {
@@ -274,5 +275,12 @@ pub(crate) fn build(collected: Collected) -> Result<Loaded, LoadError> {
             .or_insert_with(|| BTreeMap::from([("kubernetes.io/metadata.name".to_string(), ns)]));
     }
 
-    Ok(Loaded { cluster, warnings })
+    Ok(Loaded {
+        cluster,
+        warnings,
+        origins: origins
+            .into_iter()
+            .map(|(object, origin)| (object, origin.to_string()))
+            .collect(),
+    })
 }
