@@ -392,21 +392,12 @@ impl<'c> Scheduler<'c> {
                 continue;
             };
             let p = self.snapshot.pod(pod);
-            let template_claims: Vec<&lockstep_model::PodResourceClaim> = p
-                .resource_claims
-                .iter()
-                .filter(|c| c.resource_claim_name.is_none())
-                .collect();
-            let mut next_template = 0;
-            for ca in &a.claims {
+            // Allocations come in the order of the pod's claims.
+            for (ca, pc) in a.claims.iter().zip(&p.resource_claims) {
                 let claim = match ca.claim {
                     lockstep_dra::ClaimRef::Claim(_) => dra.claim_key(ca.claim).to_string(),
                     lockstep_dra::ClaimRef::Template(_) => {
-                        let name = template_claims
-                            .get(next_template)
-                            .map_or("claim", |c| c.name.as_str());
-                        next_template += 1;
-                        format!("{}/{}-{}", p.namespace, p.name, name)
+                        format!("{}/{}-{}", p.namespace, p.name, pc.name)
                     }
                 };
                 let devices = ca

@@ -97,11 +97,33 @@ impl<'c> Snapshot<'c> {
             || !cluster.resource_claim_templates.is_empty()
             || cluster.pods.iter().any(|p| !p.resource_claims.is_empty());
         let dra = if uses_dra {
+            // A PodGroup's claim from a template is one claim for the whole group: made here
+            // as a ResourceClaim named `<group>-<claim>`, which its pods then share.
+            let mut claims = cluster.resource_claims.clone();
+            for g in &cluster.pod_groups {
+                for c in &g.resource_claims {
+                    let Some(t) = c.resource_claim_template_name.as_ref().and_then(|t| {
+                        cluster
+                            .resource_claim_templates
+                            .iter()
+                            .find(|x| x.namespace == g.namespace && x.name == *t)
+                    }) else {
+                        continue;
+                    };
+                    claims.push(lockstep_model::dra::ResourceClaim {
+                        namespace: g.namespace.clone(),
+                        name: group_claim_name(&g.name, &c.name),
+                        spec: t.spec.clone(),
+                        allocation: None,
+                        reserved_for: Vec::new(),
+                    });
+                }
+            }
             Some(DraState::new(DraInputs {
                 nodes: &cluster.nodes,
                 classes: &cluster.device_classes,
                 slices: &cluster.resource_slices,
-                claims: &cluster.resource_claims,
+                claims: &claims,
                 templates: &cluster.resource_claim_templates,
             })?)
         } else {
@@ -110,7 +132,7 @@ impl<'c> Snapshot<'c> {
         let claims = cluster
             .pods
             .iter()
-            .map(|p| resolve_claims(dra.as_ref(), p))
+            .map(|p| resolve_claims(dra.as_ref(), cluster, p))
             .collect();
         let mut snap = Snapshot {
             cluster,
@@ -269,15 +291,49 @@ impl<'c> Snapshot<'c> {
     }
 }
 
-fn resolve_claims(dra: Option<&DraState>, pod: &Pod) -> PodClaims {
+/// The name of the claim a PodGroup's template claim becomes.
+pub fn group_claim_name(group: &str, claim: &str) -> String {
+    format!("{group}-{claim}")
+}
+
+fn resolve_claims(dra: Option<&DraState>, cluster: &Cluster, pod: &Pod) -> PodClaims {
     if pod.resource_claims.is_empty() {
         return PodClaims::None;
     }
     let Some(dra) = dra else {
         return PodClaims::Missing(String::from("(no DRA objects)"));
     };
+    let group = pod.pod_group.as_ref().and_then(|g| {
+        cluster
+            .pod_groups
+            .iter()
+            .find(|x| x.namespace == pod.namespace && x.name == *g)
+    });
     let mut refs = Vec::with_capacity(pod.resource_claims.len());
     for c in &pod.resource_claims {
+        // A claim that matches one of its PodGroup's claims exactly is the group's claim.
+        let of_group = group.and_then(|g| {
+            g.resource_claims
+                .iter()
+                .find(|gc| {
+                    gc.name == c.name
+                        && gc.resource_claim_template_name.is_some()
+                        && gc.resource_claim_template_name == c.resource_claim_template_name
+                })
+                .map(|gc| group_claim_name(&g.name, &gc.name))
+        });
+        if let Some(name) = of_group {
+            match dra.claim_id(&pod.namespace, &name) {
+                Some(id) => refs.push(ClaimRef::Claim(id)),
+                None => {
+                    return PodClaims::Missing(format!(
+                        "pod \"{}\": ResourceClaim not created yet",
+                        pod.key()
+                    ));
+                }
+            }
+            continue;
+        }
         let found = match (&c.resource_claim_name, &c.resource_claim_template_name) {
             (Some(name), _) => dra
                 .claim_id(&pod.namespace, name)

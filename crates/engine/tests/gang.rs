@@ -268,3 +268,46 @@ fn composite_all_or_nothing() {
         d.pod_groups
     );
 }
+
+#[test]
+fn a_pod_group_claim_from_a_template_is_one_claim_shared_by_its_pods() {
+    // 4 nodes x 8 GPUs; a gang of 2 pods whose PodGroup claims 2 GPUs from a template that
+    // both pods name: one allocation of 2 devices, both pods on its node.
+    let mut c = testkit::dra_gpus(4, 0, 0);
+    c.resource_claim_templates
+        .push(lockstep_model::dra::ResourceClaimTemplate {
+            name: "two".into(),
+            ..c.resource_claim_templates[1].clone()
+        });
+    if let lockstep_model::dra::DeviceRequestKind::Exactly(e) =
+        &mut c.resource_claim_templates[2].spec.requests[0].kind
+    {
+        e.allocation_mode = lockstep_model::dra::AllocationMode::ExactCount(2);
+    }
+    let mut g = testkit::gang("job", 2, None);
+    g.resource_claims.push(lockstep_model::PodGroupClaim {
+        name: "shared".into(),
+        resource_claim_name: None,
+        resource_claim_template_name: Some("two".into()),
+    });
+    c.pod_groups.push(g);
+    testkit::members(&mut c, "job", 2, 1000, GI);
+    for p in c.pods.iter_mut() {
+        p.resource_claims.push(lockstep_model::PodResourceClaim {
+            name: "shared".into(),
+            resource_claim_name: None,
+            resource_claim_template_name: Some("two".into()),
+        });
+    }
+    let d = schedule(&c, Options::default()).unwrap();
+    assert_eq!(d.bindings.len(), 2, "{d:?}");
+    assert_eq!(d.bindings[0].1, d.bindings[1].1);
+    assert_eq!(d.allocations.len(), 2);
+    assert!(
+        d.allocations
+            .iter()
+            .all(|a| a.claim == "default/job-shared")
+    );
+    assert_eq!(d.allocations[0].devices, d.allocations[1].devices);
+    assert_eq!(d.allocations[0].devices.len(), 2);
+}
