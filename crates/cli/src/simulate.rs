@@ -99,15 +99,19 @@ pub struct SimulateArgs {
     policy: Option<String>,
     /// Run several policies on the same trace and compare them (comma-separated specs;
     /// without a value: least-allocated, most-allocated, most-allocated+gang-preemption=atomic,
-    /// least-allocated+no-batching).
+    /// most-allocated+no-batching). Terms: least-allocated, most-allocated, batching,
+    /// no-batching, preemption, no-preemption, gang-preemption=off|minimal|atomic.
     #[arg(long, value_name = "SPEC,...", num_args = 0.., value_delimiter = ',', help_heading = "Run")]
     compare: Option<Vec<String>>,
-    /// Gang preemption mode (passed to the engine once it supports it).
+    /// Victim selection for gangs whose disruptionMode is single.
     #[arg(long, value_enum, default_value = "minimal", help_heading = "Run")]
     gang_preemption: SimGangPreemption,
-    /// Turn opportunistic batching off (passed to the engine once it supports it).
+    /// Schedule every pod with a full cycle, never reusing the previous pod's result.
     #[arg(long, help_heading = "Run")]
     no_batching: bool,
+    /// Never evict running pods to make room for higher-priority ones.
+    #[arg(long, help_heading = "Run")]
+    no_preemption: bool,
 
     /// The report directory (index.html, metrics.json, timing.json).
     #[arg(
@@ -235,6 +239,9 @@ fn policies(args: &SimulateArgs) -> Result<Vec<Policy>> {
     let with_flags = |mut p: Policy| {
         if args.no_batching {
             p.batching = false;
+        }
+        if args.no_preemption {
+            p.preemption = false;
         }
         p
     };

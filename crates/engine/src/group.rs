@@ -62,6 +62,8 @@ pub struct GroupIndex {
     group_ids: HashMap<String, HashMap<String, usize>>,
     /// Each pod's PodGroup index, when it names one that exists.
     pod_group: Vec<Option<u32>>,
+    /// Every pod of the cluster naming each PodGroup.
+    members: Vec<Vec<PodId>>,
 }
 
 impl GroupIndex {
@@ -72,6 +74,13 @@ impl GroupIndex {
         accepted: impl Fn(PodId) -> bool,
         on_node: impl Fn(PodId) -> bool,
     ) -> GroupIndex {
+        let mut idx = GroupIndex::build(cluster);
+        idx.refresh(cluster, accepted, on_node);
+        idx
+    }
+
+    /// The parts that depend only on the cluster: the tree, names, each pod's group.
+    pub fn build(cluster: &Cluster) -> GroupIndex {
         let mut idx = GroupIndex::default();
         let mut comp_ids: HashMap<(String, String), usize> = HashMap::new();
         for (i, c) in cluster.composite_pod_groups.iter().enumerate() {
@@ -113,39 +122,56 @@ impl GroupIndex {
             });
         }
         idx.pod_group = vec![None; cluster.pods.len()];
+        idx.members = vec![Vec::new(); cluster.pod_groups.len()];
         for (i, pod) in cluster.pods.iter().enumerate() {
             let Some(name) = &pod.pod_group else { continue };
             let Some(g) = idx.group_of(&pod.namespace, name) else {
                 continue;
             };
             idx.pod_group[i] = Some(g as u32);
-            let id = PodId(i as u32);
-            if on_node(id) {
-                idx.groups[g].bound.push(id);
-            } else if accepted(id) {
-                idx.groups[g].pending.push(id);
-            }
-        }
-        // Group priority: the PodGroup's own, else the highest of its pods; a composite's
-        // own, else the highest of its children.
-        for g in &mut idx.groups {
-            if g.priority == i32::MIN {
-                g.priority = g
-                    .pending
-                    .iter()
-                    .chain(&g.bound)
-                    .map(|p| cluster.pods[p.index()].priority)
-                    .max()
-                    .unwrap_or(0);
-            }
-        }
-        for c in 0..idx.composites.len() {
-            if idx.composites[c].priority == i32::MIN {
-                let p = idx.subtree_max_priority(c);
-                idx.composites[c].priority = p;
-            }
+            idx.members[g].push(PodId(i as u32));
         }
         idx
+    }
+
+    /// Fills which members are pending (and scheduled by this run) and which hold a node,
+    /// and the priorities that depend on them.
+    pub fn refresh(
+        &mut self,
+        cluster: &Cluster,
+        accepted: impl Fn(PodId) -> bool,
+        on_node: impl Fn(PodId) -> bool,
+    ) {
+        for (g, info) in self.groups.iter_mut().enumerate() {
+            info.pending.clear();
+            info.bound.clear();
+            for &id in &self.members[g] {
+                if on_node(id) {
+                    info.bound.push(id);
+                } else if accepted(id) {
+                    info.pending.push(id);
+                }
+            }
+            // The PodGroup's own priority, else the highest of its pods.
+            info.priority = cluster.pod_groups[g].priority.unwrap_or_else(|| {
+                info.pending
+                    .iter()
+                    .chain(&info.bound)
+                    .map(|p| cluster.pods[p.index()].priority)
+                    .max()
+                    .unwrap_or(0)
+            });
+        }
+        // A composite's own priority, else the highest of its children.
+        for (c, info) in self.composites.iter_mut().enumerate() {
+            info.priority = cluster.composite_pod_groups[c].priority.unwrap_or(i32::MIN);
+        }
+        for c in 0..self.composites.len() {
+            if self.composites[c].priority == i32::MIN {
+                let p = self.subtree_max_priority(c);
+                self.composites[c].priority = p;
+            }
+        }
     }
 
     fn subtree_max_priority(&self, c: usize) -> i32 {

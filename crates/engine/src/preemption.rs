@@ -170,7 +170,7 @@ impl<'c> Scheduler<'c> {
         let mut info: Vec<Option<VictimInfo>> = vec![None; cluster.pods.len()];
         for n in 0..self.snapshot.num_nodes() {
             for &p in self.snapshot.pods_on(NodeId(n as u32)) {
-                if self.placed_now[p.index()] {
+                if self.placed_now(p) {
                     continue;
                 }
                 let pod = self.snapshot.pod(p);

@@ -34,6 +34,9 @@ pub struct Options {
     pub preemption: bool,
     /// Victim selection for groups whose `disruptionMode` is `single`.
     pub gang_preemption: GangPreemption,
+    /// Build kube-scheduler's message for every pod that does not fit (front ends that
+    /// discard messages, like the simulator, turn this off).
+    pub explain: bool,
 }
 
 impl Default for Options {
@@ -44,6 +47,7 @@ impl Default for Options {
             batching: true,
             preemption: true,
             gang_preemption: GangPreemption::default(),
+            explain: true,
         }
     }
 }
@@ -120,6 +124,13 @@ pub fn effective_scheduler_name(pod: &Pod) -> &str {
     }
 }
 
+fn accepts(options: &Options, pod: &Pod) -> bool {
+    options
+        .scheduler_names
+        .iter()
+        .any(|n| n == effective_scheduler_name(pod))
+}
+
 /// Whether more bindings elsewhere can make this pod fit where it did not (required pod
 /// affinity, hard topology spread); other failures only get worse as nodes fill.
 fn may_fit_later(pod: &Pod) -> bool {
@@ -148,8 +159,12 @@ pub struct Scheduler<'c> {
     pub(crate) log: Vec<(PodId, NodeId)>,
     /// The last batching scope handed out (0 is the whole cluster).
     scopes: u64,
-    /// Pods placed by the current `schedule` call: never victims of preemption in it.
-    pub(crate) placed_now: Vec<bool>,
+    /// The `schedule` call each pod was last placed in; pods placed by the current call
+    /// (`epoch`) are never victims of preemption in it.
+    placed_epoch: Vec<u32>,
+    epoch: u32,
+    /// The PodGroup tree, built once; `schedule` refreshes who is pending and running.
+    index: GroupIndex,
     /// Sum of the chosen nodes' scores over the pods placed by the last `search`.
     pub(crate) score_sum: i64,
     /// The nodes of the last placement preemption found (one entry per placed pod).
@@ -163,7 +178,9 @@ impl<'c> Scheduler<'c> {
         Ok(Scheduler {
             framework,
             snapshot: Snapshot::new(cluster)?,
-            placed_now: vec![false; cluster.pods.len()],
+            placed_epoch: vec![0; cluster.pods.len()],
+            epoch: 0,
+            index: GroupIndex::build(cluster),
             options,
             log: Vec::new(),
             scopes: 0,
@@ -173,10 +190,17 @@ impl<'c> Scheduler<'c> {
     }
 
     fn accepts(&self, pod: &Pod) -> bool {
-        self.options
-            .scheduler_names
-            .iter()
-            .any(|n| n == effective_scheduler_name(pod))
+        accepts(&self.options, pod)
+    }
+
+    /// Whether `pod` was placed by the current `schedule` call (such pods are never
+    /// preemption victims in it).
+    pub(crate) fn placed_now(&self, pod: PodId) -> bool {
+        self.placed_epoch[pod.index()] == self.epoch
+    }
+
+    fn mark_placed(&mut self, pod: PodId) {
+        self.placed_epoch[pod.index()] = self.epoch;
     }
 
     pub(crate) fn assume(&mut self, pod: PodId, node: NodeId) {
@@ -221,21 +245,34 @@ impl<'c> Scheduler<'c> {
     /// have arrived, and `release` pods that finish.
     pub fn schedule(&mut self, pending: &[PodId]) -> Decisions {
         let cluster = self.snapshot.cluster;
-        let mut decisions = Decisions::default();
+        let decisions = Decisions::default();
         let mut in_set = vec![false; cluster.pods.len()];
         for p in pending {
             in_set[p.index()] = true;
         }
-        let index = if cluster.pod_groups.is_empty() {
-            GroupIndex::default()
-        } else {
+        self.epoch += 1;
+        let mut index = std::mem::take(&mut self.index);
+        {
             let snap = &self.snapshot;
-            GroupIndex::new(
+            let options = &self.options;
+            index.refresh(
                 cluster,
-                |id| in_set[id.index()] && self.accepts(&cluster.pods[id.index()]),
+                |id| in_set[id.index()] && accepts(options, &cluster.pods[id.index()]),
                 |id| snap.node_of(id).is_some(),
-            )
-        };
+            );
+        }
+        let decisions = self.schedule_with(&index, pending, decisions);
+        self.index = index;
+        decisions
+    }
+
+    fn schedule_with(
+        &mut self,
+        index: &GroupIndex,
+        pending: &[PodId],
+        mut decisions: Decisions,
+    ) -> Decisions {
+        let cluster = self.snapshot.cluster;
 
         // Classify pending pods.
         let mut units: Vec<Unit> = Vec::new();
@@ -307,10 +344,10 @@ impl<'c> Scheduler<'c> {
                 for p in pending {
                     decisions.waiting.push((p, msg.clone()));
                 }
-                self.mark_subtree(&index, c, &msg, &mut group_status);
+                self.mark_subtree(index, c, &msg, &mut group_status);
             }
         }
-        self.sort_units(&index, &mut units);
+        self.sort_units(index, &mut units);
 
         let mut failed: Vec<(PodId, String)> = Vec::new();
         loop {
@@ -320,15 +357,19 @@ impl<'c> Scheduler<'c> {
                     Unit::Pod(id) => match self.framework.schedule_pod(&self.snapshot, id) {
                         Ok(node) => {
                             self.snapshot.assume(id, node);
-                            self.placed_now[id.index()] = true;
+                            self.mark_placed(id);
                             decisions.bindings.push((id, node));
                         }
                         Err(e) => {
-                            let message = e.message(&self.snapshot);
-                            match self.preempt_for_pod(&index, id, &mut decisions) {
+                            let message = if self.options.explain {
+                                e.message(&self.snapshot)
+                            } else {
+                                String::new()
+                            };
+                            match self.preempt_for_pod(index, id, &mut decisions) {
                                 Some(node) => {
                                     self.snapshot.assume(id, node);
-                                    self.placed_now[id.index()] = true;
+                                    self.mark_placed(id);
                                     decisions.bindings.push((id, node));
                                 }
                                 None => failed.push((id, message)),
@@ -337,14 +378,15 @@ impl<'c> Scheduler<'c> {
                     },
                     Unit::Group(_) | Unit::Composite(_) => {
                         let mark = self.log.len();
-                        let mut attempt = self.try_unit(&index, unit);
+                        let mut attempt = self.try_unit(index, unit);
                         if !attempt.ok
-                            && let Some(after) = self.preempt_for_unit(&index, unit, &mut decisions)
+                            && let Some(after) = self.preempt_for_unit(index, unit, &mut decisions)
                         {
                             attempt = after;
                         }
-                        for &(p, _) in &self.log[mark..] {
-                            self.placed_now[p.index()] = true;
+                        for i in mark..self.log.len() {
+                            let p = self.log[i].0;
+                            self.mark_placed(p);
                         }
                         decisions.bindings.extend(self.log.drain(mark..));
                         decisions.unschedulable.extend(attempt.failed);
@@ -485,7 +527,13 @@ impl<'c> Scheduler<'c> {
         decisions: &mut Decisions,
     ) -> Option<NodeId> {
         let pod = self.snapshot.pod(id);
-        if !self.options.preemption || !Self::may_preempt(pod.preemption_policy) {
+        if !self.options.preemption
+            || !Self::may_preempt(pod.preemption_policy)
+            || self
+                .snapshot
+                .lowest_running_priority()
+                .is_none_or(|p| p >= pod.priority)
+        {
             return None;
         }
         let (node, victims) = self.choose_pod_victims(index, id)?;
@@ -524,7 +572,12 @@ impl<'c> Scheduler<'c> {
             ),
             Unit::Pod(_) => return None,
         };
-        if !Self::may_preempt(policy) {
+        if !Self::may_preempt(policy)
+            || self
+                .snapshot
+                .lowest_running_priority()
+                .is_none_or(|p| p >= priority)
+        {
             return None;
         }
         let pending: Vec<PodId> = match unit {

@@ -54,6 +54,8 @@ pub struct Snapshot<'c> {
     claims: Vec<PodClaims>,
     /// The device allocation each placed pod holds, indexed by pod.
     allocations: Vec<Option<NodeAllocation>>,
+    /// How many placed pods have each priority (preemption looks for lower ones).
+    priorities: std::collections::BTreeMap<i32, u32>,
 }
 
 impl<'c> Snapshot<'c> {
@@ -167,6 +169,7 @@ impl<'c> Snapshot<'c> {
             }),
             claims,
             allocations: vec![None; cluster.pods.len()],
+            priorities: Default::default(),
         };
         for (i, pod) in cluster.pods.iter().enumerate() {
             if !pod.is_bound() {
@@ -177,6 +180,11 @@ impl<'c> Snapshot<'c> {
             }
         }
         Ok(snap)
+    }
+
+    /// The lowest priority among the pods on nodes.
+    pub fn lowest_running_priority(&self) -> Option<i32> {
+        self.priorities.keys().next().copied()
     }
 
     /// The pod's DRA claims.
@@ -237,6 +245,7 @@ impl<'c> Snapshot<'c> {
         self.ports[node.index()].extend(pod.host_ports.iter().cloned());
         self.pods_on_node[node.index()].push(id);
         self.node_of[id.index()] = Some(node);
+        *self.priorities.entry(pod.priority).or_insert(0) += 1;
         if let (PodClaims::Refs(refs), Some(dra)) = (&self.claims[id.index()], self.dra.as_mut()) {
             // A scheduled pod passed the DynamicResources filter on this node, so the same
             // deterministic search finds the allocation again. A running pod whose claims
@@ -281,6 +290,12 @@ impl<'c> Snapshot<'c> {
         let pods = &mut self.pods_on_node[node.index()];
         if let Some(i) = pods.iter().position(|x| *x == id) {
             pods.remove(i);
+        }
+        if let Some(n) = self.priorities.get_mut(&pod.priority) {
+            *n -= 1;
+            if *n == 0 {
+                self.priorities.remove(&pod.priority);
+            }
         }
         if !pod.pod_affinity.is_empty() || !pod.pod_anti_affinity.is_empty() {
             self.bound_with_affinity -= 1;

@@ -87,6 +87,7 @@ pub struct PolicyInfo {
     pub name: String,
     pub scoring_strategy: &'static str,
     pub batching: bool,
+    pub preemption: bool,
     pub gang_preemption: &'static str,
     /// Seconds between cycles; `None`: a cycle at every event time.
     pub interval: Option<u64>,
@@ -98,6 +99,7 @@ impl PolicyInfo {
             name: policy.name.clone(),
             scoring_strategy: strategy_name(policy.profile.scoring_strategy.kind),
             batching: policy.batching,
+            preemption: policy.preemption,
             gang_preemption: policy.gang_preemption.as_str(),
             interval,
         }

@@ -1,32 +1,12 @@
 //! Scheduler policies a simulation runs under, and the `--compare` spec syntax.
 //!
 //! A policy is an engine [`Profile`] (with NodeResourcesFit's scoring strategy chosen) plus
-//! the options the engine is gaining: opportunistic batching and the gang preemption mode.
-//! Those two are carried through to the report already; they change nothing until the
-//! engine's `Options` accepts them.
+//! the engine's run options: opportunistic batching, preemption on or off, and the gang
+//! preemption mode.
 
+pub use lockstep_engine::GangPreemption;
 use lockstep_engine::Profile;
 use lockstep_engine::config::{ResourceWeight, ScoringStrategy, ScoringStrategyType};
-use serde::Serialize;
-
-/// Victim selection for gangs whose `disruptionMode` is `single`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum GangPreemption {
-    Off,
-    Minimal,
-    Atomic,
-}
-
-impl GangPreemption {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GangPreemption::Off => "off",
-            GangPreemption::Minimal => "minimal",
-            GangPreemption::Atomic => "atomic",
-        }
-    }
-}
 
 /// One configuration of the scheduler.
 #[derive(Debug, Clone)]
@@ -35,6 +15,8 @@ pub struct Policy {
     pub name: String,
     pub profile: Profile,
     pub batching: bool,
+    /// Pods and gangs that do not fit may preempt lower-priority pods.
+    pub preemption: bool,
     pub gang_preemption: GangPreemption,
 }
 
@@ -52,24 +34,27 @@ pub const DEFAULT_COMPARE: &[&str] = &[
     "least-allocated",
     "most-allocated",
     "most-allocated+gang-preemption=atomic",
-    "least-allocated+no-batching",
+    "most-allocated+no-batching",
 ];
 
 impl Policy {
-    /// The policy of `base` as is: batching on, gang preemption `minimal` (the engine's
-    /// defaults), named after its scoring strategy.
+    /// The policy of `base` as is, with the engine's default options (batching on,
+    /// preemption on, gang preemption `minimal`), named after its scoring strategy.
     pub fn from_profile(base: &Profile) -> Policy {
+        let defaults = lockstep_engine::Options::default();
         Policy {
             name: kebab(strategy_name(base.scoring_strategy.kind)),
             profile: base.clone(),
-            batching: true,
-            gang_preemption: GangPreemption::Minimal,
+            batching: defaults.batching,
+            preemption: defaults.preemption,
+            gang_preemption: defaults.gang_preemption,
         }
     }
 
     /// Parses a spec: terms joined by `+`, each one of `least-allocated`, `most-allocated`,
-    /// `batching`, `no-batching`, `gang-preemption=off|minimal|atomic`. Terms not given keep
-    /// `base`'s value.
+    /// `batching`, `no-batching`, `preemption`, `no-preemption`,
+    /// `gang-preemption=off|minimal|atomic`. Terms not given keep the engine's defaults and
+    /// `base`'s scoring strategy.
     pub fn parse(spec: &str, base: &Profile) -> Result<Policy, String> {
         let mut p = Policy::from_profile(base);
         p.name = spec.trim().to_string();
@@ -86,13 +71,15 @@ impl Policy {
                 }
                 "batching" => p.batching = true,
                 "no-batching" => p.batching = false,
+                "preemption" => p.preemption = true,
+                "no-preemption" => p.preemption = false,
                 "gang-preemption=off" => p.gang_preemption = GangPreemption::Off,
                 "gang-preemption=minimal" => p.gang_preemption = GangPreemption::Minimal,
                 "gang-preemption=atomic" => p.gang_preemption = GangPreemption::Atomic,
                 other => {
                     return Err(format!(
                         "policy spec {spec:?}: unknown term {other:?}; use least-allocated, \
-                         most-allocated, batching, no-batching or \
+                         most-allocated, batching, no-batching, preemption, no-preemption or \
                          gang-preemption=off|minimal|atomic, joined by +"
                     ));
                 }
@@ -133,13 +120,17 @@ mod tests {
     #[test]
     fn parse_terms() {
         let base = Profile::default();
-        let p = Policy::parse("most-allocated+no-batching+gang-preemption=atomic", &base)
-            .expect("valid spec");
+        let p = Policy::parse(
+            "most-allocated+no-batching+no-preemption+gang-preemption=atomic",
+            &base,
+        )
+        .expect("valid spec");
         assert_eq!(
             p.profile.scoring_strategy.kind,
             ScoringStrategyType::MostAllocated
         );
         assert!(!p.batching);
+        assert!(!p.preemption);
         assert_eq!(p.gang_preemption, GangPreemption::Atomic);
         let err = Policy::parse("fastest", &base).expect_err("unknown term");
         assert!(err.contains("unknown term \"fastest\""), "{err}");

@@ -265,7 +265,7 @@ fn identical_notes(metrics: &Metrics) -> Vec<String> {
         .filter_map(|(i, same)| {
             same.map(|j| {
                 format!(
-                    "{} gave the same results as {} (the engine does not act on the differing setting yet, or it made no difference here)",
+                    "{} gave the same results as {}: the setting that differs changed no decision here",
                     metrics.runs[i].policy.name, metrics.runs[j].policy.name
                 )
             })
@@ -276,11 +276,15 @@ fn identical_notes(metrics: &Metrics) -> Vec<String> {
 fn policy_line(r: &RunMetrics) -> String {
     let p = &r.policy;
     format!(
-        "{} (scoring {}, batching {}, gang preemption {}, {})",
+        "{} (scoring {}, batching {}, preemption {}, {})",
         p.name,
         p.scoring_strategy,
         if p.batching { "on" } else { "off" },
-        p.gang_preemption,
+        if p.preemption {
+            format!("on, gang preemption {}", p.gang_preemption)
+        } else {
+            "off".into()
+        },
         match p.interval {
             Some(i) => format!("a cycle every {}", duration(i)),
             None => "a cycle at every event".into(),
@@ -567,7 +571,7 @@ fn charts(metrics: &Metrics) -> Vec<String> {
         let lines: Vec<Line> = first
             .queueing_delay_cdf
             .iter()
-            .filter(|c| c.priority_class != "all" || first.queueing_delay_cdf.len() == 2)
+            .filter(|c| c.priority_class != "all")
             .filter(|c| !c.points.is_empty())
             .map(|c| cdf_line(c.priority_class.clone(), &c.points))
             .collect();
@@ -783,8 +787,8 @@ pub fn html(metrics: &Metrics, timing: &Timing) -> String {
          it ran (all attempts). JCT: completion minus arrival. Percentiles are nearest-rank. \
          Fragmentation: free GPUs on nodes where no pending pod's shape (GPUs, CPU, memory) \
          fits. Preemption counts evicted pods, running gangs disrupted, and GPU-hours of \
-         progress lost. Gang preemption and batching settings are passed to the engine as they \
-         land; until then they do not change results. metrics.json holds every number here \
+         progress lost (a victim's whole job restarts). Batching changes how fast the engine \
+         decides, not what it decides. metrics.json holds every number here \
          (identical for the same seed); timing.json holds wall-clock times.</p>\n",
     );
     out.push_str("</body></html>\n");

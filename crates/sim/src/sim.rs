@@ -13,12 +13,17 @@
 //! event time that changed something; with it, cycles run at multiples of the interval
 //! (the first one at or after the change).
 //!
+//! Preemption is the engine's: victims it reports in `Decisions::evictions` are applied before
+//! its bindings. When every pod and group has the same priority, no preemption is possible,
+//! and the engine is not asked to look for victims.
+//!
 //! A job runs once `min_pods` of its pods are bound (all of them, or a gang's `minCount`),
 //! and completes `duration` seconds later, releasing its pods. An eviction (reported by the
-//! engine once preemption lands, or injected with [`Simulation::evict`]) sends the whole job
-//! back to pending: its bound pods are released, its progress is lost and counted as
-//! GPU-seconds lost (GPUs of the job x seconds it had run), and a stale completion is
-//! recognised by the job's epoch.
+//! engine's preemption in `Decisions::evictions`, or injected with [`Simulation::evict`])
+//! sends the whole job back to pending, as a training job's controller restarts it: all its
+//! bound pods are released, its progress is lost and counted as GPU-seconds lost (GPUs of
+//! the job x seconds it had run), a stale completion is recognised by the job's epoch, and
+//! another cycle at the same time offers the victims again.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
@@ -201,6 +206,11 @@ impl<'t> Simulation<'t> {
     ) -> Result<Simulation<'t>, SimError> {
         let engine_options = Options {
             profile: policy.profile.clone(),
+            batching: policy.batching,
+            preemption: policy.preemption && several_priorities(&trace.cluster),
+            gang_preemption: policy.gang_preemption,
+            // The simulator reports waits, not kube-scheduler's messages.
+            explain: false,
             ..Options::default()
         };
         let scheduler =
@@ -417,23 +427,69 @@ impl<'t> Simulation<'t> {
     }
 
     /// Evicts a bound pod now: its whole job goes back to pending and, if it was running,
-    /// loses its progress. The front end calls this for every eviction the engine reports;
-    /// tests call it to inject preemptions.
+    /// loses its progress. Tests call this to inject preemptions.
     pub fn evict(&mut self, pod: PodId) {
-        let j = self.pod_job[pod.index()];
-        if j == u32::MAX || self.pod_node[pod.index()].is_none() {
+        self.evict_all(&[pod]);
+    }
+
+    /// Evicts pods now (the victims of one cycle). Every victim is counted; each job they
+    /// belong to is released and sent back to pending once.
+    pub fn evict_all(&mut self, pods: &[PodId]) {
+        let mut requeued: Vec<usize> = Vec::new();
+        for &pod in pods {
+            let j = self.pod_job[pod.index()];
+            if j == u32::MAX {
+                // A pod of no job (finished input pods): just take it off its node.
+                self.scheduler.release(pod);
+                continue;
+            }
+            let j = j as usize;
+            let first = !requeued.contains(&j);
+            if first && self.pod_node[pod.index()].is_none() {
+                continue; // not bound: nothing to evict
+            }
+            let was_running = if first {
+                self.jobs[j].phase == Phase::Running
+            } else {
+                self.evictions
+                    .iter()
+                    .rev()
+                    .find(|e| e.job == j as u32)
+                    .is_some_and(|e| e.was_running)
+            };
+            self.evictions.push(EvictionRecord {
+                time: self.now,
+                pod,
+                job: j as u32,
+                was_running,
+                gang: self.trace.jobs[j].gang,
+            });
+            if first {
+                requeued.push(j);
+                self.requeue(j);
+            }
+        }
+        if requeued.is_empty() {
             return;
         }
-        let j = j as usize;
+        self.freed = true;
+        match self.options.interval {
+            None => self.push(self.now, Kind::Cycle, 0, 0),
+            Some(interval) if self.cycle_scheduled.is_none() => {
+                let interval = interval.max(1);
+                let at = (self.now / interval + 1) * interval;
+                self.cycle_scheduled = Some(at);
+                self.push(at, Kind::Cycle, 0, 0);
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// Releases job `j`'s pods and makes them pending again; a running job loses its
+    /// progress.
+    fn requeue(&mut self, j: usize) {
         let job = &self.trace.jobs[j];
         let was_running = self.jobs[j].phase == Phase::Running;
-        self.evictions.push(EvictionRecord {
-            time: self.now,
-            pod,
-            job: j as u32,
-            was_running,
-            gang: job.gang,
-        });
         self.release_job(j);
         let now = self.now;
         let state = &mut self.jobs[j];
@@ -449,16 +505,6 @@ impl<'t> Simulation<'t> {
         for &p in &job.pods {
             self.pending.insert(p);
             self.fresh.push(p);
-        }
-        self.freed = true;
-        if self.options.interval.is_some() && self.cycle_scheduled.is_none() {
-            let interval = self.options.interval.unwrap_or(1).max(1);
-            let at = (self.now / interval + 1) * interval;
-            self.cycle_scheduled = Some(at);
-            self.push(at, Kind::Cycle, 0, 0);
-        } else if self.options.interval.is_none() {
-            // Retried in the next event batch's cycle; make sure there is one.
-            self.push(self.now, Kind::Cycle, 0, 0);
         }
     }
 
@@ -489,8 +535,11 @@ impl<'t> Simulation<'t> {
             offered: offered.len() as u32,
             bound: decisions.bindings.len() as u32,
         });
-        // Evictions the engine reports will be applied here, before the bindings, with
-        // `self.evict(victim)` for each (see the crate docs).
+        // Victims first: their jobs go back to pending before the preemptors bind.
+        if !decisions.evictions.is_empty() {
+            let victims: Vec<PodId> = decisions.evictions.iter().map(|e| e.pod).collect();
+            self.evict_all(&victims);
+        }
         let mut any_affinity_pending = false;
         for &(pod, node) in &decisions.bindings {
             self.bind(pod, node);
@@ -634,6 +683,27 @@ impl<'t> Simulation<'t> {
     }
 }
 
+/// Whether the cluster has more than one priority level. With one, no pod or group can
+/// preempt another (victims must have a lower priority), so the engine is not asked to try:
+/// the decisions are the same and the cost of searching for victims is saved.
+fn several_priorities(cluster: &lockstep_model::Cluster) -> bool {
+    let mut levels = cluster
+        .pods
+        .iter()
+        .map(|p| p.priority)
+        .chain(cluster.pod_groups.iter().filter_map(|g| g.priority))
+        .chain(
+            cluster
+                .composite_pod_groups
+                .iter()
+                .filter_map(|g| g.priority),
+        );
+    let Some(first) = levels.next() else {
+        return false;
+    };
+    levels.any(|p| p != first)
+}
+
 /// The resources a pending pod asks for, or a node has free, for fragmentation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Shape {
@@ -699,6 +769,30 @@ pub fn simulate(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn preemption_needs_two_priority_levels() {
+        use crate::trace::{JobSpec, PodShape, TraceBuilder, gib};
+        let spec = |name: &str, class: Option<&str>| JobSpec {
+            name: name.into(),
+            arrival: 0,
+            duration: Some(1),
+            priority_class: class.map(str::to_string),
+            pods: vec![PodShape::new(100, gib(1), 0)],
+            gang: false,
+            topology_key: None,
+        };
+        let mut b = TraceBuilder::new();
+        b.priority_class("high", 1000);
+        b.job(spec("a", None));
+        b.job(spec("b", None));
+        assert!(!several_priorities(&b.finish("one level").cluster));
+        let mut b = TraceBuilder::new();
+        b.priority_class("high", 1000);
+        b.job(spec("a", None));
+        b.job(spec("b", Some("high")));
+        assert!(several_priorities(&b.finish("two levels").cluster));
+    }
 
     #[test]
     fn pareto_keeps_only_minimal_shapes() {

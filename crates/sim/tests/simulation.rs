@@ -77,6 +77,14 @@ fn gang_waits_for_a_completion() {
     assert!(m.fragmentation.peak_fragmented_gpus >= 2);
 }
 
+fn no_preemption() -> Policy {
+    Policy::parse(
+        "least-allocated+no-preemption",
+        &gpu_aware(Profile::default()),
+    )
+    .expect("spec")
+}
+
 #[test]
 fn higher_priority_goes_first_when_room_frees() {
     let mut b = TraceBuilder::new();
@@ -91,7 +99,13 @@ fn higher_priority_goes_first_when_room_frees() {
     high.priority_class = Some("high".into());
     b.job(high);
     let trace = b.finish("priority");
-    let result = run(&trace, SimOptions::default());
+    let result = simulate(
+        &trace,
+        no_preemption(),
+        SimOptions::default(),
+        &mut |_, _| {},
+    )
+    .expect("simulation starts");
     assert_eq!(outcome(&trace, &result, "high").first_start, Some(100));
     assert_eq!(outcome(&trace, &result, "low").first_start, Some(110));
     let m = RunMetrics::new(&trace, &result);
@@ -237,12 +251,13 @@ fn report_files_are_written() {
 }
 
 #[test]
-fn pass_through_settings_are_reported_as_identical() {
+fn runs_with_the_same_decisions_are_reported_as_identical() {
     let trace = small_default(5);
     let base = gpu_aware(Profile::default());
     let policies = vec![
         Policy::parse("least-allocated", &base).expect("spec"),
-        Policy::parse("least-allocated+no-batching", &base).expect("spec"),
+        // Batching is on by default: the same decisions under another name.
+        Policy::parse("least-allocated+batching", &base).expect("spec"),
         Policy::parse("most-allocated", &base).expect("spec"),
     ];
     let (metrics, timing) = run_policies(
@@ -256,7 +271,32 @@ fn pass_through_settings_are_reported_as_identical() {
     assert_eq!(report::identical_runs(&metrics), vec![None, Some(0), None]);
     let summary = report::summary(&metrics, &timing);
     assert!(
-        summary.contains("least-allocated+no-batching gave the same results as least-allocated"),
+        summary.contains("least-allocated+batching gave the same results as least-allocated:"),
         "{summary}"
     );
+}
+
+/// One node of 4 GPUs. `a` (priority 0) runs from 0 for 100 s; `high` (priority 1000, 4
+/// GPUs, 10 s) arrives at 20 and preempts it: `a` loses 4 GPUs x 20 s, waits while `high`
+/// runs (20..30), restarts at 30 and completes at 130.
+#[test]
+fn engine_preemption_requeues_the_victim_and_counts_lost_gpu_time() {
+    let mut b = TraceBuilder::new();
+    b.priority_class("high", 1000);
+    b.node("n1", 16_000, gib(64), 4, &[]);
+    b.job(job("a", 0, 100, 1, 4));
+    let mut high = job("high", 20, 10, 1, 4);
+    high.priority_class = Some("high".into());
+    b.job(high);
+    let trace = b.finish("engine preemption");
+    let result = run(&trace, SimOptions::default());
+    assert_eq!(outcome(&trace, &result, "high").first_start, Some(20));
+    let a = outcome(&trace, &result, "a");
+    assert_eq!((a.first_start, a.end), (Some(0), Some(130)));
+    assert_eq!((a.restarts, a.lost_gpu_seconds, a.waited), (1, 80, 10));
+    let m = RunMetrics::new(&trace, &result);
+    assert_eq!(m.preemption.evicted_pods, 1);
+    assert_eq!(m.preemption.preempted_jobs, 1);
+    assert_eq!(m.preemption.disrupted_gangs, 0);
+    assert_eq!(m.preemption.timeline, vec![(20, 1)]);
 }
