@@ -425,7 +425,6 @@ spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.example.c
     assert_eq!(cluster.device_classes[0].name, "gpu.example.com");
     assert_eq!(cluster.resource_claims.len(), 1);
     assert_eq!(cluster.resource_claims[0].key(), "default/claim");
-    assert!(cluster.other_objects.is_empty());
     assert_eq!(
         loaded.warnings,
         [

@@ -174,7 +174,6 @@ fn full(version: &str) -> Loaded {
 fn every_field_of_the_three_kinds_in_v1beta1() {
     let loaded = full("v1beta1");
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
-    assert!(loaded.cluster.other_objects.is_empty());
 
     let pg = group(&loaded, "workers-0");
     assert_eq!(pg.namespace, "ml");

@@ -9,19 +9,6 @@ use crate::pod::{Pod, PodDisruptionBudget, PriorityClass};
 use crate::resources::ResourceNames;
 use crate::workload::{CompositePodGroup, PodGroup, Workload};
 
-/// An object of a kind that front ends route but the model does not represent, kept as raw
-/// JSON so that front ends can report it. (`lockstep-manifests` converts every kind it routes
-/// today, including the DRA kinds, so it leaves [`Cluster::other_objects`] empty.)
-#[derive(Debug, Clone)]
-pub struct OtherObject {
-    pub api_version: String,
-    pub kind: String,
-    pub namespace: Option<String>,
-    pub name: String,
-    /// The full object, as parsed, for the crates that will own the kind.
-    pub raw: String,
-}
-
 /// The cluster as loaded: nodes sorted by name, pods and every other kind in input order.
 #[derive(Debug, Clone, Default)]
 pub struct Cluster {
@@ -44,5 +31,4 @@ pub struct Cluster {
     pub resource_claims: Vec<ResourceClaim>,
     /// `resource.k8s.io/v1` ResourceClaimTemplates.
     pub resource_claim_templates: Vec<ResourceClaimTemplate>,
-    pub other_objects: Vec<OtherObject>,
 }

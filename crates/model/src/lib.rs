@@ -14,7 +14,7 @@ pub mod quantity;
 pub mod resources;
 pub mod workload;
 
-pub use cluster::{Cluster, OtherObject};
+pub use cluster::Cluster;
 pub use labels::{LabelSelector, Labels, NodeSelector, NodeSelectorTerm, Operator, Requirement};
 pub use node::{Node, NodeId, Taint, TaintEffect, Toleration, TolerationOperator};
 pub use pod::{
