@@ -2,9 +2,11 @@
 //!
 //! Owns the plugin framework (extension points, per-cycle state, configuration in the shape
 //! of a KubeSchedulerConfiguration profile), the plugins under `plugins/` (one file each,
-//! named as in kube-scheduler), the snapshot the cycle runs against, the pod cycle and the
-//! `Scheduler` facade. It is pure and deterministic: no I/O, no clocks, no randomness, and
-//! it never sees Kubernetes API types (front ends convert through `lockstep-model`).
+//! named as in kube-scheduler), the snapshot the cycle runs against (with device allocations
+//! through `lockstep-dra`), the pod cycle with opportunistic batching, gang scheduling over
+//! the PodGroup tree, preemption, replica estimation and the `Scheduler` facade. It is pure
+//! and deterministic: no I/O, no clocks, no randomness, and it never sees Kubernetes API
+//! types (front ends convert through `lockstep-model`).
 
 pub mod config;
 pub mod cycle;
