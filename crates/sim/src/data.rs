@@ -19,3 +19,13 @@ pub const OPENB_PODS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/data/openb/openb_pod_list_default.csv"
 );
+/// The openb node list with GPU nodes only (the FGD paper's cluster, 6212 GPUs).
+pub const OPENB_GPU_NODES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/data/openb/openb_node_list_gpu_node.csv"
+);
+/// The FGD paper's published allocation results (see its README).
+pub const FGD_ALLOCATION: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/data/fgd-expected-results/analysis_allo_discrete.csv"
+);

@@ -14,6 +14,7 @@
 //! `timing.json`.
 
 pub mod data;
+pub mod fragmentation;
 pub mod generate;
 pub mod metrics;
 pub mod policy;
@@ -54,6 +55,44 @@ pub fn run_policies(
             seed,
             trace: metrics::TraceInfo::new(trace),
             runs,
+            fragmentation_runs: Vec::new(),
+            fgd_reference: None,
+        },
+        Timing { runs: timings },
+    ))
+}
+
+/// Runs every policy over the trace in fragmentation mode ([`fragmentation`]) and gathers
+/// the results (in `Metrics::fragmentation_runs`; `runs` stays empty).
+pub fn run_fragmentation_policies(
+    trace: &Trace,
+    policies: &[Policy],
+    options: &fragmentation::FragmentationOptions,
+    progress: &mut dyn FnMut(&str, usize, usize),
+) -> Result<(Metrics, Timing), SimError> {
+    let mut runs = Vec::new();
+    let mut timings = Vec::new();
+    for (i, policy) in policies.iter().enumerate() {
+        progress(&policy.name, i, policies.len());
+        let run = fragmentation::run_fragmentation(trace, policy, options)?;
+        timings.push(metrics::RunTiming {
+            policy: policy.name.clone(),
+            wall_seconds: (run.wall.as_secs_f64() * 1e6).round() / 1e6,
+            engine_seconds: 0.0,
+            cycles: run.arrived_jobs,
+            per_cycle_micros: metrics::Stats::of(Vec::new()),
+        });
+        runs.push(run);
+        progress(&policy.name, i + 1, policies.len());
+    }
+    Ok((
+        Metrics {
+            schema: "lockstep.dev/simulate-metrics/v1",
+            seed: Some(options.seed),
+            trace: metrics::TraceInfo::new(trace),
+            runs: Vec::new(),
+            fragmentation_runs: runs,
+            fgd_reference: None,
         },
         Timing { runs: timings },
     ))

@@ -24,7 +24,7 @@ use serde::Serialize;
 
 use crate::policy::{Policy, strategy_name};
 use crate::sim::{RunResult, Sample};
-use crate::trace::{GPU, Skipped, Trace};
+use crate::trace::{Skipped, Trace};
 
 /// Points per time series in the JSON and the charts.
 pub const SERIES_POINTS: usize = 240;
@@ -39,6 +39,12 @@ pub struct Metrics {
     pub seed: Option<u64>,
     pub trace: TraceInfo,
     pub runs: Vec<RunMetrics>,
+    /// Fragmentation mode (`--fragmentation`): one entry per policy.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fragmentation_runs: Vec<crate::fragmentation::FragmentationRun>,
+    /// The FGD paper's published results for the same openb pod list, to compare with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fgd_reference: Option<crate::fragmentation::FgdReference>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -59,17 +65,11 @@ pub struct TraceInfo {
 
 impl TraceInfo {
     pub fn new(trace: &Trace) -> TraceInfo {
-        let gpu = trace.cluster.resources.get(GPU);
         TraceInfo {
             name: trace.name.clone(),
             nodes: trace.cluster.nodes.len(),
-            gpu_nodes: trace
-                .cluster
-                .nodes
-                .iter()
-                .filter(|n| gpu.is_some_and(|g| n.allocatable.get(g) > 0))
-                .count(),
-            gpus: trace.capacity(GPU),
+            gpu_nodes: trace.node_gpus.iter().filter(|g| **g > 0).count(),
+            gpus: trace.gpus(),
             cpu_cores: round(trace.capacity("cpu") as f64 / 1000.0),
             jobs: trace.jobs.len(),
             gang_jobs: trace.jobs.iter().filter(|j| j.gang).count(),
@@ -192,7 +192,7 @@ pub struct Preemption {
 pub struct Fragmentation {
     /// Time-weighted mean of fragmented GPUs.
     pub mean_fragmented_gpus: f64,
-    pub peak_fragmented_gpus: i64,
+    pub peak_fragmented_gpus: f64,
     /// Time-weighted mean of fragmented GPUs over cluster GPU capacity.
     pub mean_share_of_capacity: f64,
 }
@@ -345,7 +345,7 @@ impl RunMetrics {
         let running_at_end = run.jobs.len() - completed - pending_at_end - not_arrived;
         let samples = &run.samples;
         let (gpu_series, gpu_mean) = integrate(samples, end, SERIES_POINTS, |s| {
-            ratio(s.gpus_allocated, run.gpu_capacity)
+            ratio(s.gpu_milli_allocated, 1000 * run.gpu_capacity)
         });
         let (cpu_series, cpu_mean) = integrate(samples, end, SERIES_POINTS, |s| {
             ratio(s.cpu_allocated, run.cpu_capacity)
@@ -358,7 +358,7 @@ impl RunMetrics {
             .unwrap_or(0)
             .min(end);
         let (_, gpu_arriving) = integrate(samples, last_arrival, 1, |s| {
-            ratio(s.gpus_allocated, run.gpu_capacity)
+            ratio(s.gpu_milli_allocated, 1000 * run.gpu_capacity)
         });
         let (_, cpu_arriving) = integrate(samples, last_arrival, 1, |s| {
             ratio(s.cpu_allocated, run.cpu_capacity)
@@ -367,8 +367,9 @@ impl RunMetrics {
             integrate(samples, end, SERIES_POINTS, |s| f64::from(s.pending_jobs));
         let (running_series, _) =
             integrate(samples, end, SERIES_POINTS, |s| f64::from(s.running_jobs));
-        let (frag_series, frag_mean) =
-            integrate(samples, end, SERIES_POINTS, |s| s.fragmented_gpus as f64);
+        let (frag_series, frag_mean) = integrate(samples, end, SERIES_POINTS, |s| {
+            s.fragmented_gpu_milli as f64 / 1000.0
+        });
         let mut timeline: Vec<(u64, usize)> = Vec::new();
         for (i, e) in run.evictions.iter().enumerate() {
             match timeline.last_mut() {
@@ -413,7 +414,7 @@ impl RunMetrics {
                 gpu_peak: round(
                     samples
                         .iter()
-                        .map(|s| ratio(s.gpus_allocated, run.gpu_capacity))
+                        .map(|s| ratio(s.gpu_milli_allocated, 1000 * run.gpu_capacity))
                         .fold(0.0, f64::max),
                 ),
                 cpu_mean,
@@ -436,7 +437,12 @@ impl RunMetrics {
             },
             fragmentation: Fragmentation {
                 mean_fragmented_gpus: frag_mean,
-                peak_fragmented_gpus: samples.iter().map(|s| s.fragmented_gpus).max().unwrap_or(0),
+                peak_fragmented_gpus: samples
+                    .iter()
+                    .map(|s| s.fragmented_gpu_milli)
+                    .max()
+                    .unwrap_or(0) as f64
+                    / 1000.0,
                 mean_share_of_capacity: round(frag_mean / run.gpu_capacity.max(1) as f64),
             },
             series: Series {
@@ -509,19 +515,19 @@ mod tests {
     fn step_function_integral() {
         let s = |time, gpus| Sample {
             time,
-            gpus_allocated: gpus,
+            gpu_milli_allocated: gpus,
             cpu_allocated: 0,
             pending_jobs: 0,
             running_jobs: 0,
-            fragmented_gpus: 0,
-            free_gpus: 0,
+            fragmented_gpu_milli: 0,
+            free_gpu_milli: 0,
         };
         // 4 GPUs for 10 s, then 8 GPUs for 30 s.
         let samples = [s(0, 4), s(10, 8)];
-        let (bins, mean) = integrate(&samples, 40, 4, |x| x.gpus_allocated as f64);
+        let (bins, mean) = integrate(&samples, 40, 4, |x| x.gpu_milli_allocated as f64);
         assert_eq!(bins, vec![4.0, 8.0, 8.0, 8.0]);
         assert_eq!(mean, 7.0);
-        let (bins, _) = integrate(&samples, 40, 2, |x| x.gpus_allocated as f64);
+        let (bins, _) = integrate(&samples, 40, 2, |x| x.gpu_milli_allocated as f64);
         assert_eq!(bins, vec![6.0, 8.0]);
     }
 }

@@ -315,6 +315,28 @@ pub fn summary(metrics: &Metrics, timing: &Timing) -> String {
     for n in &t.notes {
         let _ = writeln!(out, "  note:    {n}");
     }
+    if !metrics.fragmentation_runs.is_empty() {
+        out.push('\n');
+        for line in fragmentation_lines(metrics) {
+            let _ = writeln!(out, "{line}");
+        }
+        let (header, rows) = fragmentation_table(metrics);
+        let mut table = TextTable::new(header);
+        for row in rows {
+            table.row(row);
+        }
+        out.push_str(&table.render("  "));
+        if let Some(f) = &metrics.fgd_reference {
+            let _ = writeln!(
+                out,
+                "  paper: mean of {} seeds per policy for {} (tune {}), from {}",
+                f.curves.first().map_or(0, |c| c.seeds),
+                f.workload,
+                f.tune,
+                f.source
+            );
+        }
+    }
     if metrics.runs.len() > 1 {
         out.push('\n');
         let mut header = vec!["".to_string()];
@@ -370,6 +392,112 @@ pub fn summary(metrics: &Metrics, timing: &Timing) -> String {
         out.push_str(&table.render("  "));
     }
     out
+}
+
+/// The fragmentation-mode table: allocation at every 10% of arrived demand (and the last
+/// step), one column per run and per policy of the FGD paper's results.
+fn fragmentation_table(metrics: &Metrics) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut header = vec!["arrived GPU demand".to_string()];
+    header.extend(metrics.fragmentation_runs.iter().map(|r| r.policy.clone()));
+    if let Some(f) = &metrics.fgd_reference {
+        header.extend(f.curves.iter().map(|c| format!("paper {}", c.policy)));
+    }
+    let last = metrics
+        .fragmentation_runs
+        .iter()
+        .map(|r| r.steps.len())
+        .max()
+        .unwrap_or(0);
+    let mut rows = Vec::new();
+    for k in (0..last).filter(|k| k % 10 == 0 || k + 1 == last) {
+        let mut row = vec![format!("{k}%")];
+        for r in &metrics.fragmentation_runs {
+            row.push(
+                r.steps
+                    .get(k)
+                    .map_or("-".into(), |s| format!("{:.2}%", s.allocated_percent)),
+            );
+        }
+        if let Some(f) = &metrics.fgd_reference {
+            for c in &f.curves {
+                row.push(
+                    c.allocated_percent
+                        .get(k)
+                        .map_or("-".into(), |v| format!("{v:.2}%")),
+                );
+            }
+        }
+        rows.push(row);
+    }
+    (header, rows)
+}
+
+fn fragmentation_lines(metrics: &Metrics) -> Vec<String> {
+    metrics
+        .fragmentation_runs
+        .iter()
+        .map(|r| {
+            format!(
+                "fragmentation mode, policy {} (seed {}): {} arrived ({} copies to reach {:.0}% of \
+                 GPU capacity), {} did not fit; arrived {:.2}% of GPU capacity, allocated {:.2}%",
+                r.policy,
+                r.seed,
+                plural(r.arrived_jobs, "job"),
+                r.copied_jobs,
+                r.share * 100.0,
+                r.failed_jobs,
+                r.arrived_percent,
+                r.allocated_percent
+            )
+        })
+        .collect()
+}
+
+fn fragmentation_chart(metrics: &Metrics) -> String {
+    let mut lines: Vec<Line> = metrics
+        .fragmentation_runs
+        .iter()
+        .map(|r| Line {
+            name: r.policy.clone(),
+            points: r
+                .steps
+                .iter()
+                .map(|s| (f64::from(s.arrived_percent), s.allocated_percent))
+                .collect(),
+        })
+        .collect();
+    let last = metrics
+        .fragmentation_runs
+        .iter()
+        .map(|r| r.steps.len())
+        .max()
+        .unwrap_or(0);
+    if let Some(f) = &metrics.fgd_reference {
+        for c in &f.curves {
+            lines.push(Line {
+                name: format!("paper {}", c.policy),
+                points: c
+                    .allocated_percent
+                    .iter()
+                    .take(last)
+                    .enumerate()
+                    .map(|(k, v)| (k as f64, *v))
+                    .collect(),
+            });
+        }
+    }
+    let pct = |v: &f64| format!("{v:.0}%");
+    draw_chart(
+        &Chart {
+            title: "GPU allocation against arrived GPU demand (no departures)",
+            x_desc: "arrived GPU demand (% of capacity)",
+            y_desc: "allocated GPUs (% of capacity)",
+            x_format: &pct,
+            y_format: &pct,
+            y_max: Some(100.0),
+        },
+        &lines,
+    )
 }
 
 // ---- Charts ------------------------------------------------------------------------------
@@ -750,7 +878,36 @@ pub fn html(metrics: &Metrics, timing: &Timing) -> String {
     for n in &t.notes {
         let _ = write!(out, "<dt>note</dt><dd class=\"note\">{}</dd>", esc(n));
     }
-    out.push_str("</dl>\n<h2>Results</h2>\n");
+    out.push_str("</dl>\n");
+    if !metrics.fragmentation_runs.is_empty() {
+        out.push_str("<h2>Fragmentation mode</h2>\n");
+        for line in fragmentation_lines(metrics) {
+            let _ = writeln!(out, "<p class=\"note\">{}</p>", esc(&line));
+        }
+        out.push_str("<div class=\"charts\">\n");
+        out.push_str(&fragmentation_chart(metrics));
+        out.push_str("\n</div>\n");
+        let (header, rows) = fragmentation_table(metrics);
+        html_table(&mut out, &header, &rows);
+        if let Some(f) = &metrics.fgd_reference {
+            let _ = writeln!(
+                out,
+                "<p class=\"note\">paper: the FGD paper's published results for {} (tune {}), \
+                 mean of {} seeds per policy, from {}. Pods arrive in a seeded random order and \
+                 never leave; allocation is GPUs requested by bound pods over GPU capacity, \
+                 at each share of capacity the arrived pods asked for.</p>",
+                esc(&f.workload),
+                esc(&f.tune),
+                f.curves.first().map_or(0, |c| c.seeds),
+                esc(&f.source)
+            );
+        }
+    }
+    if metrics.runs.is_empty() {
+        out.push_str("</body></html>\n");
+        return out;
+    }
+    out.push_str("<h2>Results</h2>\n");
     let mut header = vec!["".to_string()];
     header.extend(metrics.runs.iter().map(|r| r.policy.name.clone()));
     let rows: Vec<Vec<String>> = comparison(metrics, Some(timing))

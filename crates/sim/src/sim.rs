@@ -34,7 +34,7 @@ use lockstep_engine::{Options, Scheduler};
 use lockstep_model::{NodeId, PodId, ResourceId, WhenUnsatisfiable};
 
 use crate::policy::Policy;
-use crate::trace::{GPU, Trace};
+use crate::trace::Trace;
 
 /// How a run advances.
 #[derive(Debug, Clone, Default)]
@@ -103,15 +103,15 @@ pub struct JobOutcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sample {
     pub time: u64,
-    /// Whole GPUs requested by bound pods.
-    pub gpus_allocated: i64,
+    /// Milli-GPUs requested by bound pods (1000 per whole GPU).
+    pub gpu_milli_allocated: i64,
     /// Milli-CPU requested by bound pods.
     pub cpu_allocated: i64,
     pub pending_jobs: u32,
     pub running_jobs: u32,
-    /// Free GPUs on nodes where no pending pod shape fits (see [`fragmented_gpus`]).
-    pub fragmented_gpus: i64,
-    pub free_gpus: i64,
+    /// Free milli-GPUs on nodes where no pending pod shape fits (see [`fragmented_gpus`]).
+    pub fragmented_gpu_milli: i64,
+    pub free_gpu_milli: i64,
 }
 
 /// One scheduling cycle.
@@ -159,7 +159,6 @@ pub struct Simulation<'t> {
     policy: Policy,
     options: SimOptions,
     scheduler: Scheduler<'t>,
-    gpu: Option<ResourceId>,
     now: u64,
     events: BinaryHeap<Reverse<Event>>,
     jobs: Vec<JobState>,
@@ -175,7 +174,9 @@ pub struct Simulation<'t> {
     /// Pods whose fit may improve when others bind (required pod affinity, hard spread).
     affinity_pods: Vec<bool>,
     cycle_scheduled: Option<u64>,
-    gpus_allocated: i64,
+    gpu_milli_allocated: i64,
+    /// Milli-GPUs requested by the pods bound to each node.
+    node_gpu_milli: Vec<i64>,
     cpu_allocated: i64,
     running_jobs: u32,
     pending_jobs: u32,
@@ -238,7 +239,6 @@ impl<'t> Simulation<'t> {
         let mut sim = Simulation {
             trace,
             options,
-            gpu: cluster.resources.get(GPU),
             now: 0,
             events: BinaryHeap::new(),
             jobs: vec![
@@ -263,7 +263,8 @@ impl<'t> Simulation<'t> {
             freed: false,
             affinity_pods,
             cycle_scheduled: None,
-            gpus_allocated: 0,
+            gpu_milli_allocated: 0,
+            node_gpu_milli: vec![0; cluster.nodes.len()],
             cpu_allocated: 0,
             running_jobs: 0,
             pending_jobs: 0,
@@ -282,7 +283,7 @@ impl<'t> Simulation<'t> {
                 for &p in &job.pods {
                     if let Some(node) = sim.scheduler.snapshot.node_of(p) {
                         sim.pod_node[p.index()] = Some(node);
-                        sim.account(p, 1);
+                        sim.account(p, node, 1);
                         sim.jobs[j].bound += 1;
                     }
                 }
@@ -323,10 +324,17 @@ impl<'t> Simulation<'t> {
         self.pod_node[pod.index()]
     }
 
-    fn account(&mut self, pod: PodId, sign: i64) {
+    fn account(&mut self, pod: PodId, node: NodeId, sign: i64) {
         let p = &self.trace.cluster.pods[pod.index()];
-        if let Some(g) = self.gpu {
-            self.gpus_allocated += sign * p.requests.get(g);
+        let milli = self
+            .trace
+            .pod_gpu_milli
+            .get(pod.index())
+            .copied()
+            .unwrap_or(0);
+        self.gpu_milli_allocated += sign * milli;
+        if let Some(n) = self.node_gpu_milli.get_mut(node.index()) {
+            *n += sign * milli;
         }
         self.cpu_allocated += sign * p.requests.get(ResourceId::CPU);
     }
@@ -417,9 +425,9 @@ impl<'t> Simulation<'t> {
     /// Unbinds every bound pod of job `j` and drops its pending pods.
     fn release_job(&mut self, j: usize) {
         for &p in &self.trace.jobs[j].pods {
-            if self.pod_node[p.index()].take().is_some() {
+            if let Some(node) = self.pod_node[p.index()].take() {
                 self.scheduler.release(p);
-                self.account(p, -1);
+                self.account(p, node, -1);
             }
             self.pending.remove(&p);
         }
@@ -492,9 +500,20 @@ impl<'t> Simulation<'t> {
         let was_running = self.jobs[j].phase == Phase::Running;
         self.release_job(j);
         let now = self.now;
-        let state = &mut self.jobs[j];
         if was_running {
-            state.lost_gpu_seconds += job.gpus * (now - state.start) as i64;
+            let milli: i64 = job
+                .pods
+                .iter()
+                .map(|p| {
+                    self.trace
+                        .pod_gpu_milli
+                        .get(p.index())
+                        .copied()
+                        .unwrap_or(0)
+                })
+                .sum();
+            let state = &mut self.jobs[j];
+            state.lost_gpu_seconds += milli * (now - state.start) as i64 / 1000;
             state.restarts += 1;
             state.epoch += 1;
             state.phase = Phase::Pending;
@@ -558,7 +577,7 @@ impl<'t> Simulation<'t> {
             return;
         }
         self.pod_node[pod.index()] = Some(node);
-        self.account(pod, 1);
+        self.account(pod, node, 1);
         let j = self.pod_job[pod.index()];
         if j == u32::MAX {
             return;
@@ -585,12 +604,12 @@ impl<'t> Simulation<'t> {
         let (fragmented, free) = self.fragmentation();
         let s = Sample {
             time: self.now,
-            gpus_allocated: self.gpus_allocated,
+            gpu_milli_allocated: self.gpu_milli_allocated,
             cpu_allocated: self.cpu_allocated,
             pending_jobs: self.pending_jobs,
             running_jobs: self.running_jobs,
-            fragmented_gpus: fragmented,
-            free_gpus: free,
+            fragmented_gpu_milli: fragmented,
+            free_gpu_milli: free,
         };
         match self.samples.last_mut() {
             Some(last) if last.time == s.time => *last = s,
@@ -598,11 +617,10 @@ impl<'t> Simulation<'t> {
         }
     }
 
-    /// (fragmented, free) GPUs now.
+    /// (fragmented, free) milli-GPUs now. GPUs are counted per node: a fractional pod
+    /// "fits" a node whose free milli-GPUs add up to its request, even when they are spread
+    /// over several partly shared devices.
     fn fragmentation(&self) -> (i64, i64) {
-        let Some(gpu) = self.gpu else {
-            return (0, 0);
-        };
         let snap = &self.scheduler.snapshot;
         let cluster = &self.trace.cluster;
         let shapes: Vec<Shape> = self
@@ -611,7 +629,7 @@ impl<'t> Simulation<'t> {
             .map(|p| {
                 let r = &cluster.pods[p.index()].requests;
                 Shape {
-                    gpus: r.get(gpu),
+                    gpus: self.trace.pod_gpu_milli[p.index()],
                     cpu: r.get(ResourceId::CPU),
                     memory: r.get(ResourceId::MEMORY),
                 }
@@ -623,7 +641,7 @@ impl<'t> Simulation<'t> {
             let n = NodeId(n as u32);
             let free = |r| snap.allocatable(n, r) - snap.requested(n, r);
             Shape {
-                gpus: free(gpu),
+                gpus: 1000 * self.trace.node_gpus[n.index()] - self.node_gpu_milli[n.index()],
                 cpu: free(ResourceId::CPU),
                 memory: free(ResourceId::MEMORY),
             }
@@ -668,7 +686,7 @@ impl<'t> Simulation<'t> {
             })
             .collect();
         RunResult {
-            gpu_capacity: self.trace.capacity(GPU),
+            gpu_capacity: self.trace.gpus(),
             cpu_capacity: self.trace.capacity("cpu"),
             policy: self.policy,
             options: self.options,

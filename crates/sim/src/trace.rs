@@ -7,10 +7,15 @@
 use std::fmt;
 
 use lockstep_engine::testkit;
+use lockstep_model::dra::{
+    AllocationMode, AttributeValue, Device, DeviceCapacity, DeviceClass, DeviceRequest,
+    DeviceRequestKind, ExactDeviceRequest, ResourceClaimSpec, ResourceClaimTemplate, ResourcePool,
+    ResourceSlice, SliceNodeScope,
+};
 use lockstep_model::{
     Cluster, DisruptionMode, GroupPolicy, NodeAffinity, NodeSelectorTerm, Operator, PodGroup,
-    PodId, PreemptionPolicy, PriorityClass, Requirement, ResourceId, Taint, TaintEffect,
-    Toleration, TolerationOperator,
+    PodId, PodResourceClaim, PreemptionPolicy, PriorityClass, Requirement, ResourceId, Taint,
+    TaintEffect, Toleration, TolerationOperator,
 };
 
 /// The extended resource whole GPUs are requested as.
@@ -48,8 +53,8 @@ pub struct Job {
     pub initially_running: bool,
 }
 
-/// Trace input that was left out, and why (for example fractional GPU pods, which need
-/// Dynamic Resource Allocation).
+/// Trace input that was left out, and why (for example pods already finished, or pods for
+/// another scheduler).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Skipped {
     pub reason: String,
@@ -67,9 +72,40 @@ pub struct Trace {
     pub skipped: Vec<Skipped>,
     /// Remarks on how the input was mapped, for reports.
     pub notes: Vec<String>,
+    /// Whole GPUs of each node, by node id (the `nvidia.com/gpu` extended resource, or GPU
+    /// devices published through DRA).
+    pub node_gpus: Vec<i64>,
+    /// Milli-GPUs each pod asks for, by pod id (1000 per whole GPU; a pod sharing a GPU
+    /// through DRA consumable capacity asks for less).
+    pub pod_gpu_milli: Vec<i64>,
 }
 
 impl Trace {
+    /// Whole GPUs over all nodes.
+    pub fn gpus(&self) -> i64 {
+        self.node_gpus.iter().sum()
+    }
+
+    /// GPU accounting from the `nvidia.com/gpu` extended resource alone: (GPUs per node,
+    /// milli-GPUs per pod).
+    pub fn extended_gpu_accounting(cluster: &Cluster) -> (Vec<i64>, Vec<i64>) {
+        let Some(gpu) = cluster.resources.get(GPU) else {
+            return (vec![0; cluster.nodes.len()], vec![0; cluster.pods.len()]);
+        };
+        (
+            cluster
+                .nodes
+                .iter()
+                .map(|n| n.allocatable.get(gpu))
+                .collect(),
+            cluster
+                .pods
+                .iter()
+                .map(|p| 1000 * p.requests.get(gpu))
+                .collect(),
+        )
+    }
+
     /// Total allocatable of resource `name` over all nodes.
     pub fn capacity(&self, name: &str) -> i64 {
         let Some(id) = self.cluster.resources.get(name) else {
@@ -143,6 +179,9 @@ pub struct PodShape {
     pub cpu_milli: i64,
     pub memory: i64,
     pub gpus: i64,
+    /// Milli-GPUs of each GPU (1000: whole GPUs). Less than 1000 needs DRA GPUs
+    /// ([`TraceBuilder::dra_gpus`]): the pod shares one GPU's consumable capacity.
+    pub gpu_milli: i64,
     /// Allowed GPU models (node label [`GPU_MODEL_LABEL`]); empty allows any.
     pub gpu_models: Vec<String>,
 }
@@ -153,6 +192,7 @@ impl PodShape {
             cpu_milli,
             memory,
             gpus,
+            gpu_milli: 1000,
             gpu_models: Vec::new(),
         }
     }
@@ -182,6 +222,14 @@ pub struct TraceBuilder {
     gpu: ResourceId,
     /// Taint GPU nodes with `nvidia.com/gpu=present:NoSchedule`; GPU pods tolerate it.
     taint_gpu_nodes: bool,
+    /// The DRA driver GPUs are published under, when GPUs are DRA devices.
+    dra_driver: Option<String>,
+    /// GPUs of each node by name.
+    node_gpus: std::collections::BTreeMap<String, i64>,
+    /// Milli-GPUs of each pod, by pod id.
+    pod_gpu_milli: Vec<i64>,
+    /// ResourceClaimTemplate names by (GPUs, milli-GPUs each, models).
+    templates: std::collections::BTreeMap<(i64, i64, Vec<String>), String>,
 }
 
 impl Default for TraceBuilder {
@@ -201,7 +249,28 @@ impl TraceBuilder {
             notes: Vec::new(),
             gpu,
             taint_gpu_nodes: false,
+            dra_driver: None,
+            node_gpus: Default::default(),
+            pod_gpu_milli: Vec::new(),
+            templates: Default::default(),
         }
+    }
+
+    /// Publish GPUs as DRA devices of `driver` instead of the `nvidia.com/gpu` extended
+    /// resource (call before adding nodes): each GPU node gets a ResourceSlice with one
+    /// shareable device per GPU (attribute `model` from the node's [`GPU_MODEL_LABEL`],
+    /// consumable capacity `milli` of 1000), one DeviceClass `gpu` selects the driver, and GPU
+    /// pods claim devices through ResourceClaimTemplates: a whole-GPU pod `gpus` devices
+    /// (naming no capacity, so each takes all of a device's 1000 milli and a device already
+    /// shared cannot be taken whole), a fractional pod one device with a `milli` capacity
+    /// request. Allowed models become a CEL selector on `model`.
+    pub fn dra_gpus(&mut self, driver: &str) {
+        self.dra_driver = Some(driver.to_string());
+        self.cluster.device_classes.push(DeviceClass {
+            name: "gpu".into(),
+            selectors: vec![format!("device.driver == '{driver}'")],
+            ..DeviceClass::default()
+        });
     }
 
     /// Keep pods that request no GPU off GPU nodes with a NoSchedule taint (call before adding
@@ -220,8 +289,19 @@ impl TraceBuilder {
         labels: &[(&str, &str)],
     ) {
         let mut node = testkit::node(&mut self.cluster, name, cpu_milli, memory, 110);
+        self.node_gpus.insert(name.to_string(), gpus.max(0));
         if gpus > 0 {
-            node.allocatable.set(self.gpu, gpus);
+            if let Some(driver) = &self.dra_driver {
+                let model = labels
+                    .iter()
+                    .find(|(k, _)| *k == GPU_MODEL_LABEL)
+                    .map(|(_, v)| *v);
+                self.cluster
+                    .resource_slices
+                    .push(gpu_slice(driver, name, gpus, model));
+            } else {
+                node.allocatable.set(self.gpu, gpus);
+            }
             if self.taint_gpu_nodes {
                 node.taints.push(Taint {
                     key: GPU.into(),
@@ -278,7 +358,40 @@ impl TraceBuilder {
                 spec.name.clone()
             };
             let mut pod = testkit::pod(&mut self.cluster, &name, shape.cpu_milli, shape.memory);
-            if shape.gpus > 0 {
+            let milli = if shape.gpus > 0 {
+                shape.gpu_milli.clamp(1, 1000)
+            } else {
+                0
+            };
+            self.pod_gpu_milli.push(shape.gpus.max(0) * milli);
+            if shape.gpus > 0 && self.dra_driver.is_some() {
+                let key = (shape.gpus, milli, shape.gpu_models.clone());
+                let n = self.templates.len();
+                let template = self
+                    .templates
+                    .entry(key)
+                    .or_insert_with(|| format!("gpu-{n}"))
+                    .clone();
+                if self.templates.len() > n {
+                    let driver = self.dra_driver.as_deref().unwrap_or_default();
+                    self.cluster.resource_claim_templates.push(gpu_template(
+                        driver,
+                        &template,
+                        shape.gpus,
+                        milli,
+                        &shape.gpu_models,
+                    ));
+                }
+                pod.resource_claims.push(PodResourceClaim {
+                    name: "gpu".into(),
+                    resource_claim_name: None,
+                    resource_claim_template_name: Some(template),
+                });
+                if milli == 1000 {
+                    gpus += shape.gpus;
+                }
+            }
+            if shape.gpus > 0 && self.dra_driver.is_none() {
                 pod.requests.set(self.gpu, shape.gpus);
                 gpus += shape.gpus;
                 if self.taint_gpu_nodes {
@@ -290,7 +403,7 @@ impl TraceBuilder {
                     });
                 }
             }
-            if !shape.gpu_models.is_empty() {
+            if !shape.gpu_models.is_empty() && self.dra_driver.is_none() {
                 pod.node_affinity = NodeAffinity {
                     required: Some(vec![NodeSelectorTerm {
                         match_expressions: vec![Requirement {
@@ -355,13 +468,99 @@ impl TraceBuilder {
     pub fn finish(self, name: impl Into<String>) -> Trace {
         let mut jobs = self.jobs;
         jobs.sort_by(|a, b| a.arrival.cmp(&b.arrival).then_with(|| a.name.cmp(&b.name)));
+        let cluster = testkit::finish(self.cluster);
+        let node_gpus = cluster
+            .nodes
+            .iter()
+            .map(|n| self.node_gpus.get(&n.name).copied().unwrap_or(0))
+            .collect();
         Trace {
             name: name.into(),
-            cluster: testkit::finish(self.cluster),
+            cluster,
             jobs,
             skipped: self.skipped,
             notes: self.notes,
+            node_gpus,
+            pod_gpu_milli: self.pod_gpu_milli,
         }
+    }
+}
+
+/// The ResourceSlice of a node's `gpus` GPUs under `driver`.
+fn gpu_slice(driver: &str, node: &str, gpus: i64, model: Option<&str>) -> ResourceSlice {
+    let devices = (0..gpus)
+        .map(|i| {
+            let mut d = Device {
+                name: format!("gpu-{i}"),
+                allow_multiple_allocations: true,
+                ..Device::default()
+            };
+            if let Some(m) = model {
+                d.attributes
+                    .insert("model".into(), AttributeValue::String(m.into()));
+            }
+            d.capacity.insert(
+                "milli".into(),
+                DeviceCapacity {
+                    value: 1000,
+                    request_policy: None,
+                },
+            );
+            d
+        })
+        .collect();
+    ResourceSlice {
+        name: format!("{node}-gpus"),
+        driver: driver.into(),
+        pool: ResourcePool {
+            name: node.into(),
+            generation: 1,
+            resource_slice_count: 1,
+        },
+        node_scope: SliceNodeScope::NodeName(node.into()),
+        devices,
+        shared_counters: Vec::new(),
+    }
+}
+
+/// A template claiming `gpus` devices of class `gpu` (`milli` < 1000: one device, sharing
+/// `milli` of its capacity), of one of `models` when any are given.
+fn gpu_template(
+    driver: &str,
+    name: &str,
+    gpus: i64,
+    milli: i64,
+    models: &[String],
+) -> ResourceClaimTemplate {
+    let mut selectors = Vec::new();
+    if !models.is_empty() {
+        let any: Vec<String> = models
+            .iter()
+            .map(|m| format!("device.attributes['{driver}'].model == '{m}'"))
+            .collect();
+        selectors.push(any.join(" || "));
+    }
+    let mut capacity_requests = std::collections::BTreeMap::new();
+    if milli < 1000 {
+        capacity_requests.insert("milli".to_string(), milli);
+    }
+    ResourceClaimTemplate {
+        namespace: "default".into(),
+        name: name.into(),
+        spec: ResourceClaimSpec {
+            requests: vec![DeviceRequest {
+                name: "gpu".into(),
+                kind: DeviceRequestKind::Exactly(ExactDeviceRequest {
+                    device_class_name: "gpu".into(),
+                    selectors,
+                    allocation_mode: AllocationMode::ExactCount(gpus as u32),
+                    capacity_requests,
+                    ..ExactDeviceRequest::default()
+                }),
+            }],
+            constraints: Vec::new(),
+            config: Vec::new(),
+        },
     }
 }
 

@@ -47,18 +47,25 @@ fn tiresias_example_reads_and_replays() {
 }
 
 #[test]
-fn openb_default_skips_fractional_gpu_pods_with_a_count() {
+fn openb_default_reads_every_pod_with_dra_gpus() {
     let t = openb::read_openb(Path::new(data::OPENB_NODES), Path::new(data::OPENB_PODS))
         .expect("reads");
     assert_eq!(t.cluster.nodes.len(), 1523);
-    assert_eq!(t.jobs.len(), 8152 - 3078);
-    assert_eq!(t.skipped.len(), 1);
-    assert_eq!(t.skipped[0].count, 3078);
+    assert_eq!(t.jobs.len(), 8152);
+    assert!(t.skipped.is_empty());
+    assert_eq!(t.gpus(), 6212);
     assert_eq!(
-        t.skipped[0].reason,
-        "fractional GPU pods (gpu_milli < 1000) need DRA shared GPUs; 3078 skipped"
+        t.capacity(GPU),
+        0,
+        "GPUs are DRA devices, not an extended resource"
     );
-    assert_eq!(t.capacity(GPU), 6212);
+    let fractional = t
+        .pod_gpu_milli
+        .iter()
+        .filter(|m| **m > 0 && **m % 1000 != 0)
+        .count();
+    assert_eq!(fractional, 3078);
+    assert_eq!(t.cluster.device_classes.len(), 1);
 }
 
 fn temp_dir(name: &str) -> PathBuf {

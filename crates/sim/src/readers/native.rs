@@ -352,12 +352,15 @@ fn build(
             count: other_scheduler,
         });
     }
+    let (node_gpus, pod_gpu_milli) = Trace::extended_gpu_accounting(&cluster);
     Trace {
         name,
         cluster,
         jobs,
         skipped,
         notes: Vec::new(),
+        node_gpus,
+        pod_gpu_milli,
     }
 }
 

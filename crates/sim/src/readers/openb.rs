@@ -4,13 +4,18 @@
 //! deletion_time,scheduled_time`).
 //!
 //! Mapping:
-//! - a node's `gpu` whole GPUs become `nvidia.com/gpu`, its `model` the node label
-//!   `nvidia.com/gpu.product`;
-//! - a pod asking for whole GPUs (`gpu_milli` 1000) requests `num_gpu` x `nvidia.com/gpu`; a
-//!   non-empty `gpu_spec` (`A|B`) becomes required node affinity on the GPU model;
-//! - a pod asking for a fraction of one GPU (`gpu_milli` < 1000) needs a shared GPU through
-//!   Dynamic Resource Allocation (consumable capacity), which the simulator cannot express
-//!   yet: such pods are left out and counted in the trace's `skipped`, never approximated;
+//! - GPUs are Dynamic Resource Allocation devices of driver [`DRIVER`]
+//!   ([`TraceBuilder::dra_gpus`]): a node's `gpu` GPUs become one ResourceSlice with a device
+//!   per GPU (attribute `model` from the `model` column, also the node label
+//!   `nvidia.com/gpu.product`), each shareable (`allowMultipleAllocations`) with a consumable
+//!   capacity `milli` of 1000; one DeviceClass `gpu` selects the driver;
+//! - a pod asking for whole GPUs (`gpu_milli` 1000) claims `num_gpu` devices through a
+//!   ResourceClaimTemplate, naming no capacity: each device's whole 1000 milli is consumed, so
+//!   a device already shared by a fractional pod cannot be taken whole;
+//! - a pod asking for a fraction of one GPU (`gpu_milli` < 1000) claims one device with a
+//!   capacity request `milli: <gpu_milli>`, sharing it with other fractional pods;
+//! - a non-empty `gpu_spec` (`A|B`) becomes a CEL selector on the device's `model` in the
+//!   template (templates are shared by pods of the same GPUs, milli and `gpu_spec`);
 //! - `qos` becomes a PriorityClass: `LS` and `Guaranteed` -> `latency-sensitive` (1000),
 //!   `Burstable` -> `burstable` (500), `BE` -> `best-effort` (0);
 //! - a pod arrives at `creation_time` and runs `deletion_time - scheduled_time` seconds
@@ -21,6 +26,9 @@ use std::path::Path;
 
 use crate::readers::table::{Table, read_file};
 use crate::trace::{GPU_MODEL_LABEL, JobSpec, PodShape, Trace, TraceBuilder, TraceError, mib};
+
+/// The DRA driver the trace's GPUs are published under.
+pub const DRIVER: &str = "gpu.alibaba.example";
 
 pub const QOS_CLASSES: [(&str, i32); 3] = [
     ("latency-sensitive", 1000),
@@ -47,6 +55,7 @@ pub fn parse_openb(
     pod_text: &str,
 ) -> Result<Trace, TraceError> {
     let mut b = TraceBuilder::new();
+    b.dra_gpus(DRIVER);
     for (name, value) in QOS_CLASSES {
         b.priority_class(name, value);
     }
@@ -89,7 +98,6 @@ pub fn parse_openb(
     let c_deleted = pods.optional_column("deletion_time");
     let c_scheduled = pods.optional_column("scheduled_time");
     let timed = c_created.is_some() && c_deleted.is_some();
-    let mut fractional = 0;
     let mut names = std::collections::BTreeSet::new();
     let mut jobs = Vec::new();
     for row in &pods.rows {
@@ -155,11 +163,10 @@ pub fn parse_openb(
         } else {
             (0, None)
         };
-        if num_gpu == 1 && milli < 1000 {
-            fractional += 1;
-            continue;
-        }
         let mut shape = PodShape::new(cpu, mib(memory), num_gpu);
+        if num_gpu > 0 {
+            shape.gpu_milli = milli;
+        }
         if num_gpu > 0
             && let Some(spec) = c_spec.map(|c| &row.fields[c]).filter(|s| !s.is_empty())
         {
@@ -181,12 +188,6 @@ pub fn parse_openb(
         j.arrival -= start;
         b.job(j);
     }
-    b.skip(
-        format!(
-            "fractional GPU pods (gpu_milli < 1000) need DRA shared GPUs; {fractional} skipped"
-        ),
-        fractional,
-    );
     if !timed {
         b.note("no creation/deletion times: every pod arrives at 0 and never finishes");
     }
@@ -198,7 +199,6 @@ pub fn parse_openb(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::GPU;
 
     const NODES: &str = "sn,cpu_milli,memory_mib,gpu,model
 openb-node-0000,32000,262144,0,
@@ -216,7 +216,10 @@ openb-pod-0003,8000,8192,2,1000,T4|G2,Burstable,Pending,300,400,
     fn nodes_and_whole_gpu_pods() {
         let t = parse_openb("nodes.csv", NODES, "pods.csv", PODS).expect("valid");
         assert_eq!(t.cluster.nodes.len(), 3);
-        assert_eq!(t.capacity(GPU), 10);
+        assert_eq!(t.gpus(), 10);
+        assert_eq!(t.capacity(crate::trace::GPU), 0, "GPUs are DRA devices");
+        assert_eq!(t.cluster.resource_slices.len(), 2);
+        assert_eq!(t.cluster.resource_slices[0].devices.len(), 8);
         assert_eq!(
             t.cluster.nodes[1]
                 .labels
@@ -243,17 +246,94 @@ openb-pod-0003,8000,8192,2,1000,T4|G2,Burstable,Pending,300,400,
                 ("openb-pod-0000", 0, Some(1000), 1, "latency-sensitive"),
                 ("openb-pod-0002", 100, Some(50), 0, "best-effort"),
                 ("openb-pod-0003", 200, Some(100), 2, "burstable"),
+                (
+                    "openb-pod-0001",
+                    426961,
+                    Some(12475899),
+                    0,
+                    "latency-sensitive"
+                ),
             ]
         );
-        assert_eq!(t.skipped.len(), 1);
-        assert_eq!(t.skipped[0].count, 1);
+        assert!(t.skipped.is_empty());
+        let pod1 = t.jobs[3].pods[0].index();
+        assert_eq!(t.pod_gpu_milli[pod1], 460);
+        let pod3 = t.jobs[2].pods[0].index();
+        assert_eq!(t.pod_gpu_milli[pod3], 2000);
+        let template = |pod: usize| {
+            let name = t.cluster.pods[pod].resource_claims[0]
+                .resource_claim_template_name
+                .as_deref()
+                .expect("template claim");
+            t.cluster
+                .resource_claim_templates
+                .iter()
+                .find(|x| x.name == name)
+                .expect("template")
+        };
+        let lockstep_model::dra::DeviceRequestKind::Exactly(r) =
+            &template(pod3).spec.requests[0].kind
+        else {
+            panic!("exact request")
+        };
         assert_eq!(
-            t.skipped[0].reason,
-            "fractional GPU pods (gpu_milli < 1000) need DRA shared GPUs; 1 skipped"
+            r.allocation_mode,
+            lockstep_model::dra::AllocationMode::ExactCount(2)
         );
-        let pod3 = &t.cluster.pods[t.jobs[2].pods[0].index()];
-        let term = &pod3.node_affinity.required.as_ref().expect("affinity")[0];
-        assert_eq!(term.match_expressions[0].values, vec!["T4", "G2"]);
+        assert_eq!(
+            r.selectors,
+            vec![
+                "device.attributes['gpu.alibaba.example'].model == 'T4' || device.attributes['gpu.alibaba.example'].model == 'G2'"
+            ]
+        );
+        assert!(r.capacity_requests.is_empty());
+        let lockstep_model::dra::DeviceRequestKind::Exactly(r) =
+            &template(pod1).spec.requests[0].kind
+        else {
+            panic!("exact request")
+        };
+        assert_eq!(r.capacity_requests.get("milli"), Some(&460));
+        assert!(t.cluster.pods[pod3].node_affinity.required.is_none());
+    }
+
+    /// Fractional pods share one GPU; a whole-GPU pod cannot take that GPU while any share
+    /// is taken, nor can a fractional pod that does not fit in what is left of it.
+    #[test]
+    fn fractional_pods_share_a_gpu() {
+        use crate::policy::Policy;
+        use crate::sim::{SimOptions, simulate};
+        let nodes = "sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,1,V100M16\n";
+        let pods = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
+a,1000,1024,1,600,V100M16|V100M32,LS,Running,0,100,0
+b,1000,1024,1,400,,LS,Running,10,50,10
+whole,1000,1024,1,1000,,LS,Running,20,30,20
+c,1000,1024,1,300,,LS,Running,25,35,25
+";
+        let t = parse_openb("nodes.csv", nodes, "pods.csv", pods).expect("valid");
+        assert_eq!(t.cluster.resource_claim_templates.len(), 4);
+        let run = simulate(
+            &t,
+            Policy::from_profile(&crate::policy::gpu_aware(Default::default())),
+            SimOptions::default(),
+            &mut |_, _| {},
+        )
+        .expect("runs");
+        let by_name = |n: &str| {
+            let j = t.jobs.iter().position(|j| j.name == n).expect("job");
+            run.jobs[j].clone()
+        };
+        // a (600) and b (400) share the GPU from 10 s.
+        assert_eq!(by_name("a").first_start, Some(0));
+        assert_eq!(by_name("b").first_start, Some(10));
+        // b leaves at 50: c (300) waits until then, the whole-GPU pod until a leaves at 100.
+        assert_eq!(by_name("c").first_start, Some(50));
+        assert_eq!(by_name("whole").first_start, Some(100));
+        let full = run
+            .samples
+            .iter()
+            .find(|s| s.time == 10)
+            .expect("sample at 10");
+        assert_eq!(full.gpu_milli_allocated, 1000);
     }
 
     #[test]

@@ -1,0 +1,393 @@
+//! Fragmentation mode, comparable to the ATC'23 paper "Beware of Fragmentation: Scheduling
+//! GPU-Sharing Workloads with Fragmentation Gradient Descent" (its simulator,
+//! `hkust-adsl/kubernetes-scheduler-simulator`): pods arrive one after the other, in a seeded
+//! random order, and never leave; each gets one scheduling attempt (with nothing ever freed,
+//! a pod that does not fit when it arrives never fits later). Arrivals go on until the GPUs
+//! arrived pods asked for reach `share` of the cluster's GPU capacity; when the trace runs
+//! out first, it is inflated with copies of randomly chosen single-pod jobs, as the paper's
+//! `tune` does. The result is the GPU allocation ratio (GPUs requested by bound pods over
+//! capacity) at every whole percent of arrived demand, as the paper's Fig. 9(a) and
+//! `analysis_allo_discrete.csv` report it.
+//!
+//! Preemption is off (the paper's simulator never evicts). Every placement is the engine's.
+
+use std::time::{Duration, Instant};
+
+use lockstep_engine::{Options, Scheduler};
+use lockstep_model::PodId;
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use crate::policy::Policy;
+use crate::sim::SimError;
+use crate::trace::Trace;
+
+/// How a fragmentation run goes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FragmentationOptions {
+    /// Stop once arrived GPU demand reaches this share of GPU capacity (1.0: all of it).
+    pub share: f64,
+    /// Seed of the arrival order (and of the copies that inflate the trace).
+    pub seed: u64,
+}
+
+impl Default for FragmentationOptions {
+    fn default() -> Self {
+        FragmentationOptions {
+            share: 1.0,
+            seed: 42,
+        }
+    }
+}
+
+/// The allocation when arrived demand first reached a whole percent of capacity.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FragmentationStep {
+    /// Arrived GPU demand, percent of GPU capacity.
+    pub arrived_percent: u32,
+    /// GPUs requested by bound pods, percent of GPU capacity (two decimals).
+    pub allocated_percent: f64,
+}
+
+/// One fragmentation run, for `metrics.json`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FragmentationRun {
+    pub policy: String,
+    pub share: f64,
+    pub seed: u64,
+    pub gpu_capacity: i64,
+    /// Jobs that arrived (including copies).
+    pub arrived_jobs: usize,
+    /// Copies added because the trace's GPU demand was below `share` of capacity.
+    pub copied_jobs: usize,
+    /// Arrived jobs that did not fit.
+    pub failed_jobs: usize,
+    /// Arrived GPU demand at the end, percent of capacity.
+    pub arrived_percent: f64,
+    /// Allocated GPUs at the end, percent of capacity.
+    pub allocated_percent: f64,
+    /// One entry per whole percent 0..=share*100 that arrived demand reached.
+    pub steps: Vec<FragmentationStep>,
+    #[serde(skip)]
+    pub wall: Duration,
+}
+
+fn below(rng: &mut ChaCha8Rng, n: usize) -> usize {
+    ((rng.random::<u64>() as u128 * n as u128) >> 64) as usize
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// Runs `policy` over `trace` in fragmentation mode.
+pub fn run_fragmentation(
+    trace: &Trace,
+    policy: &Policy,
+    options: &FragmentationOptions,
+) -> Result<FragmentationRun, SimError> {
+    let started = Instant::now();
+    let capacity_milli = 1000 * trace.gpus();
+    let limit = (options.share.max(0.0) * capacity_milli as f64).round() as i64;
+    let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
+    let mut cluster = trace.cluster.clone();
+    let mut milli = trace.pod_gpu_milli.clone();
+    // Each job: its pods. Jobs already running in the input are left out (no departures, but
+    // no arrivals either).
+    let mut jobs: Vec<Vec<PodId>> = trace
+        .jobs
+        .iter()
+        .filter(|j| !j.initially_running)
+        .map(|j| j.pods.clone())
+        .collect();
+    let demand =
+        |pods: &[PodId], milli: &[i64]| -> i64 { pods.iter().map(|p| milli[p.index()]).sum() };
+    let mut total: i64 = jobs.iter().map(|j| demand(j, &milli)).sum();
+    // Inflate with copies of single-pod GPU jobs until demand reaches the limit.
+    let singles: Vec<PodId> = jobs
+        .iter()
+        .filter(|j| j.len() == 1 && milli[j[0].index()] > 0)
+        .filter(|j| cluster.pods[j[0].index()].pod_group.is_none())
+        .map(|j| j[0])
+        .collect();
+    let mut copied = 0;
+    while total < limit && !singles.is_empty() {
+        let from = singles[below(&mut rng, singles.len())];
+        let mut pod = cluster.pods[from.index()].clone();
+        copied += 1;
+        pod.name = format!("{}-copy-{copied}", pod.name);
+        let id = PodId(cluster.pods.len() as u32);
+        cluster.pods.push(pod);
+        milli.push(milli[from.index()]);
+        total += milli[from.index()];
+        jobs.push(vec![id]);
+    }
+    // A seeded Fisher-Yates shuffle: the arrival order.
+    for i in (1..jobs.len()).rev() {
+        let k = below(&mut rng, i + 1);
+        jobs.swap(i, k);
+    }
+    let engine_options = Options {
+        profile: policy.profile.clone(),
+        batching: policy.batching,
+        preemption: false,
+        gang_preemption: policy.gang_preemption,
+        explain: false,
+        ..Options::default()
+    };
+    let mut scheduler =
+        Scheduler::new(&cluster, engine_options).map_err(|source| SimError::Config {
+            policy: policy.name.clone(),
+            source,
+        })?;
+    let max_step = (options.share.max(0.0) * 100.0).floor() as u32;
+    let pct = |m: i64| {
+        if capacity_milli > 0 {
+            m as f64 * 100.0 / capacity_milli as f64
+        } else {
+            0.0
+        }
+    };
+    let mut steps = Vec::new();
+    let (mut arrived, mut allocated) = (0i64, 0i64);
+    let (mut arrived_jobs, mut failed) = (0usize, 0usize);
+    let record = |arrived: i64, allocated: i64, steps: &mut Vec<FragmentationStep>| {
+        while steps.len() as u32 <= max_step && arrived * 100 >= steps.len() as i64 * capacity_milli
+        {
+            steps.push(FragmentationStep {
+                arrived_percent: steps.len() as u32,
+                allocated_percent: round2(pct(allocated)),
+            });
+        }
+    };
+    record(arrived, allocated, &mut steps);
+    for pods in &jobs {
+        if arrived >= limit || capacity_milli == 0 {
+            break;
+        }
+        arrived_jobs += 1;
+        let d = demand(pods, &milli);
+        arrived += d;
+        let decisions = scheduler.schedule(pods);
+        if decisions.bindings.len() >= pods.len() {
+            allocated += d;
+        } else {
+            failed += 1;
+            // A gang that bound only partly gives its pods back.
+            for &(p, _) in &decisions.bindings {
+                scheduler.release(p);
+            }
+        }
+        record(arrived, allocated, &mut steps);
+    }
+    Ok(FragmentationRun {
+        policy: policy.name.clone(),
+        share: options.share,
+        seed: options.seed,
+        gpu_capacity: trace.gpus(),
+        arrived_jobs,
+        copied_jobs: copied,
+        failed_jobs: failed,
+        arrived_percent: round2(pct(arrived)),
+        allocated_percent: round2(pct(allocated)),
+        steps,
+        wall: started.elapsed(),
+    })
+}
+
+/// One policy of the FGD paper's published results: its mean allocation over the seeds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FgdCurve {
+    /// The paper's policy name, e.g. `06-FGD`.
+    pub policy: String,
+    pub seeds: usize,
+    /// Mean allocation (percent of GPU capacity) at arrived demand 0, 1, 2, ... percent.
+    pub allocated_percent: Vec<f64>,
+}
+
+/// The published results for one openb pod list.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FgdReference {
+    /// Where the numbers come from.
+    pub source: String,
+    pub workload: String,
+    pub tune: String,
+    pub curves: Vec<FgdCurve>,
+}
+
+/// Reads the rows of `workload` (an openb pod list's file name without `.csv`) from the FGD
+/// paper's `analysis_allo_discrete.csv` text, averaging each policy over its seeds, up to
+/// `max_percent` of arrived demand. `None` when the file has no row for the workload.
+pub fn fgd_reference(
+    file: &str,
+    text: &str,
+    workload: &str,
+    max_percent: u32,
+) -> Result<Option<FgdReference>, crate::TraceError> {
+    let table = crate::readers::table::Table::parse(file, text)?;
+    let (c_work, c_policy, c_tune) = (
+        table.column("workload")?,
+        table.column("sc_policy")?,
+        table.column("tune")?,
+    );
+    let steps: Vec<usize> = (0..=max_percent)
+        .map_while(|k| table.optional_column(&k.to_string()))
+        .collect();
+    let mut sums: Vec<(String, usize, Vec<f64>)> = Vec::new();
+    let mut tune = String::new();
+    for row in &table.rows {
+        if &row.fields[c_work] != workload {
+            continue;
+        }
+        tune = row.fields[c_tune].to_string();
+        let policy = row.fields[c_policy].to_string();
+        let mut values = Vec::with_capacity(steps.len());
+        for &c in &steps {
+            let v: f64 = row.fields[c].parse().map_err(|_| {
+                table.error(row, format!("{:?} is not a percentage", &row.fields[c]))
+            })?;
+            values.push(v);
+        }
+        match sums.iter_mut().find(|s| s.0 == policy) {
+            Some(s) => {
+                s.1 += 1;
+                for (a, v) in s.2.iter_mut().zip(values) {
+                    *a += v;
+                }
+            }
+            None => sums.push((policy, 1, values)),
+        }
+    }
+    if sums.is_empty() {
+        return Ok(None);
+    }
+    sums.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(Some(FgdReference {
+        source: "hkust-adsl/kubernetes-scheduler-simulator@8f3d641 \
+                 experiments/analysis/expected_results/analysis_allo_discrete.csv"
+            .into(),
+        workload: workload.into(),
+        tune,
+        curves: sums
+            .into_iter()
+            .map(|(policy, seeds, values)| FgdCurve {
+                policy,
+                seeds,
+                allocated_percent: values
+                    .into_iter()
+                    .map(|v| round2(v / seeds as f64))
+                    .collect(),
+            })
+            .collect(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::readers::openb::parse_openb;
+
+    fn policy() -> Policy {
+        Policy::from_profile(&crate::policy::gpu_aware(Default::default()))
+    }
+
+    /// Two 1-GPU nodes; pods of 0.6, 0.6 and 0.4 GPU arrive in some order. Whatever the
+    /// order, one 0.6 pod and the 0.4 pod can share a GPU and the other 0.6 pod takes the
+    /// second: all fit, allocation follows demand. A fourth pod of a whole GPU cannot fit.
+    #[test]
+    fn tiny_trace_allocation_against_arrived_demand() {
+        let nodes =
+            "sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,1,T4\nn1,64000,262144,1,T4\n";
+        let pods = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n\
+                    a,1000,1024,1,600\nb,1000,1024,1,600\nc,1000,1024,1,400\n";
+        let t = parse_openb("nodes.csv", nodes, "pods.csv", pods).expect("valid");
+        let opts = FragmentationOptions {
+            share: 0.8,
+            seed: 7,
+        };
+        let r = run_fragmentation(&t, &policy(), &opts).expect("runs");
+        assert_eq!(
+            r.copied_jobs, 0,
+            "1.6 GPUs of demand already reach 0.8 of 2"
+        );
+        assert_eq!(r.steps.len(), 81);
+        assert_eq!(r.steps[0].allocated_percent, 0.0);
+        for s in &r.steps {
+            // Nothing failed before demand reached 80%: allocation is at least the step.
+            assert!(s.allocated_percent >= s.arrived_percent as f64, "{s:?}");
+        }
+        assert!(r.arrived_percent >= 80.0);
+        assert_eq!(r.failed_jobs, 0);
+        // Same seed, same run.
+        let again = run_fragmentation(&t, &policy(), &opts).expect("runs");
+        assert_eq!(again.steps, r.steps);
+
+        // Inflated to 150% of capacity: copies are added and allocation stays at most 100%.
+        let opts = FragmentationOptions {
+            share: 1.5,
+            seed: 7,
+        };
+        let r = run_fragmentation(&t, &policy(), &opts).expect("runs");
+        assert!(r.copied_jobs > 0);
+        assert_eq!(r.steps.len(), 151);
+        assert!(r.failed_jobs > 0);
+        assert!(r.allocated_percent <= 100.0);
+        assert!(r.arrived_percent >= 150.0);
+    }
+
+    #[test]
+    fn fgd_reference_of_the_default_pod_list() {
+        let text = std::fs::read_to_string(crate::data::FGD_ALLOCATION).expect("shipped");
+        let r = fgd_reference("fgd.csv", &text, "openb_pod_list_default", 130)
+            .expect("parses")
+            .expect("has the default pod list");
+        assert_eq!(r.curves.len(), 6);
+        assert!(r.curves.iter().all(|c| c.seeds == 10));
+        assert!(r.curves.iter().all(|c| c.allocated_percent.len() == 131));
+        // The README's example: FGD 95.23 at 100%, Random 86.30.
+        let at = |p: &str, k: usize| {
+            r.curves
+                .iter()
+                .find(|c| c.policy == p)
+                .expect("policy")
+                .allocated_percent[k]
+        };
+        assert_eq!(at("06-FGD", 100), 95.23);
+        assert_eq!(at("01-Random", 100), 86.3);
+        assert!(
+            fgd_reference("fgd.csv", &text, "nope", 100)
+                .expect("parses")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn report_shows_fragmentation_mode() {
+        let nodes = "sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,T4\n";
+        let pods =
+            "name,cpu_milli,memory_mib,num_gpu,gpu_milli\na,1000,1024,1,500\nb,1000,1024,1,1000\n";
+        let t = parse_openb("nodes.csv", nodes, "pods.csv", pods).expect("valid");
+        let opts = FragmentationOptions {
+            share: 1.0,
+            seed: 1,
+        };
+        let (m, timing) =
+            crate::run_fragmentation_policies(&t, &[policy()], &opts, &mut |_, _, _| {})
+                .expect("runs");
+        assert_eq!(m.fragmentation_runs.len(), 1);
+        assert_eq!(m.fragmentation_runs[0].steps.len(), 101);
+        let json = crate::report::metrics_json(&m);
+        assert!(json.contains("\"fragmentationRuns\""));
+        assert!(json.contains("\"allocatedPercent\""));
+        let html = crate::report::html(&m, &timing);
+        assert!(html.contains("<h2>Fragmentation mode</h2>"));
+        assert!(html.contains("<svg"));
+        let summary = crate::report::summary(&m, &timing);
+        assert!(summary.contains("100%"), "{summary}");
+    }
+}
