@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::ValueEnum;
 use lockstep_engine::{KubeSchedulerConfiguration, Profile};
+use lockstep_sim::fragmentation::{self, FragmentationOptions};
 use lockstep_sim::policy::{DEFAULT_COMPARE, GangPreemption, Policy, gpu_aware};
 use lockstep_sim::progress::Progress;
 use lockstep_sim::readers::{native, openb, parse_timestamp, philly, tiresias};
@@ -48,7 +49,7 @@ pub struct SimulateArgs {
     )]
     files: Vec<PathBuf>,
 
-    /// Seed of the embedded scenario's generator.
+    /// Seed of the embedded scenario's generator, and of the arrival order in --fragmentation.
     #[arg(long, default_value_t = 42, help_heading = "Embedded scenario")]
     seed: u64,
     /// Jobs in the embedded scenario.
@@ -112,6 +113,14 @@ pub struct SimulateArgs {
     /// Never evict running pods to make room for higher-priority ones.
     #[arg(long, help_heading = "Run")]
     no_preemption: bool,
+    /// Fragmentation mode (as the ATC'23 FGD paper): pods arrive in a random order (--seed)
+    /// and never leave, until the GPUs they asked for reach SHARE of GPU capacity (the trace
+    /// is inflated with copies of its pods when needed); reports GPU allocation against
+    /// arrived demand. With --openb, the cluster defaults to the GPU nodes only and the
+    /// paper's published results for the pod list are shown alongside.
+    #[arg(long, value_name = "SHARE", num_args = 0..=1, default_missing_value = "1.0",
+          conflicts_with_all = ["interval", "stop_at"], help_heading = "Run")]
+    fragmentation: Option<f64>,
 
     /// The report directory (index.html, metrics.json, timing.json).
     #[arg(
@@ -189,10 +198,15 @@ fn load_trace(args: &SimulateArgs) -> Result<(Trace, Option<u64>)> {
         ));
     }
     if let Some(pods) = &args.openb {
+        let default_nodes = if args.fragmentation.is_some() {
+            data::OPENB_GPU_NODES
+        } else {
+            data::OPENB_NODES
+        };
         let nodes = args
             .openb_nodes
             .clone()
-            .unwrap_or_else(|| PathBuf::from(data::OPENB_NODES));
+            .unwrap_or_else(|| PathBuf::from(default_nodes));
         return Ok((
             openb::read_openb(&nodes, &or_default(pods, data::OPENB_PODS))?,
             None,
@@ -285,6 +299,50 @@ pub fn simulate(args: &SimulateArgs) -> Result<String> {
     };
     let mut progress = Progress::new(!args.quiet);
     let mut current = String::new();
+    if let Some(share) = args.fragmentation {
+        if !(share > 0.0 && share <= 10.0) {
+            bail!(
+                "--fragmentation {share}: give the arrived GPU demand to stop at as a share of capacity, e.g. 1.3"
+            );
+        }
+        let options = FragmentationOptions {
+            share,
+            seed: args.seed,
+        };
+        let result = lockstep_sim::run_fragmentation_policies(
+            &trace,
+            &policies,
+            &options,
+            &mut |name, d, t| {
+                if current != name {
+                    current = name.to_string();
+                    progress.start(name);
+                }
+                progress.update(d, t);
+            },
+        );
+        progress.finish();
+        let (mut metrics, timing) = result?;
+        if let Some(pods) = &args.openb {
+            let pods = or_default(pods, data::OPENB_PODS);
+            let workload = pods
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let text = std::fs::read_to_string(data::FGD_ALLOCATION).ok();
+            if let Some(text) = text {
+                let max = metrics
+                    .fragmentation_runs
+                    .iter()
+                    .map(|r| r.steps.len().saturating_sub(1) as u32)
+                    .max()
+                    .unwrap_or(0);
+                metrics.fgd_reference =
+                    fragmentation::fgd_reference(data::FGD_ALLOCATION, &text, &workload, max)?;
+            }
+        }
+        return finish_output(args, &metrics, &timing);
+    }
     let result =
         lockstep_sim::run_policies(&trace, &policies, &options, seed, &mut |name, d, t| {
             if current != name {
@@ -295,15 +353,23 @@ pub fn simulate(args: &SimulateArgs) -> Result<String> {
         });
     progress.finish();
     let (metrics, timing) = result?;
+    finish_output(args, &metrics, &timing)
+}
+
+fn finish_output(
+    args: &SimulateArgs,
+    metrics: &lockstep_sim::Metrics,
+    timing: &lockstep_sim::Timing,
+) -> Result<String> {
     if !args.no_report {
-        report::write(&args.out, &metrics, &timing)
+        report::write(&args.out, metrics, timing)
             .with_context(|| format!("cannot write the report to {}", args.out.display()))?;
     }
     Ok(match args.output {
-        SimFormat::Json => report::metrics_json(&metrics),
+        SimFormat::Json => report::metrics_json(metrics),
         SimFormat::Table if args.quiet => String::new(),
         SimFormat::Table => {
-            let mut s = report::summary(&metrics, &timing);
+            let mut s = report::summary(metrics, timing);
             if !args.no_report {
                 s.push_str(&format!(
                     "\nreport: {}\n",
