@@ -41,11 +41,22 @@ enum Format {
     Yaml,
 }
 
+/// `--gang-preemption` for both subcommands.
 #[derive(Clone, Copy, ValueEnum)]
-enum GangPreemption {
+pub enum GangPreemption {
     Off,
     Minimal,
     Atomic,
+}
+
+impl From<GangPreemption> for lockstep_engine::GangPreemption {
+    fn from(mode: GangPreemption) -> Self {
+        match mode {
+            GangPreemption::Off => lockstep_engine::GangPreemption::Off,
+            GangPreemption::Minimal => lockstep_engine::GangPreemption::Minimal,
+            GangPreemption::Atomic => lockstep_engine::GangPreemption::Atomic,
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -99,9 +110,7 @@ fn schedule(args: &ScheduleArgs) -> Result<String> {
     }
     options.batching = !args.no_batching;
     options.gang_preemption = match args.gang_preemption {
-        Some(GangPreemption::Off) => lockstep_engine::GangPreemption::Off,
-        Some(GangPreemption::Minimal) => lockstep_engine::GangPreemption::Minimal,
-        Some(GangPreemption::Atomic) => lockstep_engine::GangPreemption::Atomic,
+        Some(mode) => mode.into(),
         None => options.profile.gang_preemption.unwrap_or_default(),
     };
     let sources: Vec<Source> = args

@@ -18,13 +18,6 @@ pub enum SimFormat {
     Json,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-pub enum SimGangPreemption {
-    Off,
-    Minimal,
-    Atomic,
-}
-
 #[derive(clap::Args)]
 pub struct SimulateArgs {
     /// Replay the Philly-derived trace (default: the copy in crates/sim/data).
@@ -106,7 +99,7 @@ pub struct SimulateArgs {
     compare: Option<Vec<String>>,
     /// Victim selection for gangs whose disruptionMode is single.
     #[arg(long, value_enum, default_value = "minimal", help_heading = "Run")]
-    gang_preemption: SimGangPreemption,
+    gang_preemption: crate::GangPreemption,
     /// Schedule every pod with a full cycle, never reusing the previous pod's result.
     #[arg(long, help_heading = "Run")]
     no_batching: bool,
@@ -259,11 +252,7 @@ fn policies(args: &SimulateArgs) -> Result<Vec<Policy>> {
         }
         p
     };
-    let gang = match args.gang_preemption {
-        SimGangPreemption::Off => GangPreemption::Off,
-        SimGangPreemption::Minimal => GangPreemption::Minimal,
-        SimGangPreemption::Atomic => GangPreemption::Atomic,
-    };
+    let gang: GangPreemption = args.gang_preemption.into();
     let specs: Vec<String> = match (&args.compare, &args.policy) {
         (Some(list), _) if list.is_empty() => {
             DEFAULT_COMPARE.iter().map(|s| s.to_string()).collect()
