@@ -71,6 +71,18 @@ fn node_included(snap: &Snapshot, c: &TopologySpreadConstraint, pod: &Pod, node:
     true
 }
 
+/// The indexes of the pod's constraints with the given `whenUnsatisfiable`.
+fn select(pod: &Pod, when: WhenUnsatisfiable, out: &mut Vec<usize>) {
+    out.clear();
+    out.extend(
+        pod.topology_spread
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.when_unsatisfiable == when)
+            .map(|(i, _)| i),
+    );
+}
+
 fn has_all_keys(snap: &Snapshot, pod: &Pod, idx: &[usize], node: NodeId) -> bool {
     let labels = &snap.cluster.nodes[node.index()].labels;
     idx.iter()
@@ -94,14 +106,7 @@ impl Plugin for PodTopologySpread {
 
     fn pre_filter(&self, snap: &Snapshot, pod: &Pod, state: &mut CycleState) -> PreFilter {
         let s = &mut state.spread_filter;
-        s.constraints.clear();
-        s.constraints.extend(
-            pod.topology_spread
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| c.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule)
-                .map(|(i, _)| i),
-        );
+        select(pod, WhenUnsatisfiable::DoNotSchedule, &mut s.constraints);
         if s.constraints.is_empty() {
             return PreFilter::Skip;
         }
@@ -175,14 +180,7 @@ impl Plugin for PodTopologySpread {
         feasible: &[NodeId],
     ) -> bool {
         let s = &mut state.spread_score;
-        s.constraints.clear();
-        s.constraints.extend(
-            pod.topology_spread
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| c.when_unsatisfiable == WhenUnsatisfiable::ScheduleAnyway)
-                .map(|(i, _)| i),
-        );
+        select(pod, WhenUnsatisfiable::ScheduleAnyway, &mut s.constraints);
         if s.constraints.is_empty() {
             return false;
         }
