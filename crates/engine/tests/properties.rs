@@ -4,7 +4,7 @@
 use lockstep_engine::testkit::{self, GI};
 use lockstep_engine::{Options, Snapshot, schedule};
 use lockstep_model::{
-    Cluster, NodeId, NodeSelectorTerm, Operator, Requirement, ResourceId, TaintEffect, Toleration,
+    Cluster, NodeSelectorTerm, Operator, Requirement, ResourceId, TaintEffect, Toleration,
     TolerationOperator,
 };
 use proptest::prelude::*;
@@ -123,20 +123,25 @@ proptest! {
         let again = schedule(&cluster, Options::default()).unwrap();
         prop_assert_eq!(&d, &again);
 
-        // Replay evictions and bindings onto a fresh snapshot: every node the run placed a
-        // pod on is within capacity (pre-bound pods elsewhere may overcommit, as in a real
-        // cluster).
+        // Replay evictions and bindings onto a fresh snapshot.
         let mut snap = Snapshot::new(&cluster).unwrap();
         for e in &d.evictions {
             prop_assert!(snap.node_of(e.pod).is_some(), "evicted a pod that was not running");
             snap.forget(e.pod);
         }
-        let mut touched = vec![false; cluster.nodes.len()];
         for (pod, node) in &d.bindings {
             snap.assume(*pod, *node);
-            touched[node.index()] = true;
             let p = &cluster.pods[pod.index()];
             let n = &cluster.nodes[node.index()];
+            // Every resource the pod asks for fits (a pod asking for none of a resource may
+            // join a node that running pods already overcommit, as in kube-scheduler).
+            for (r, v) in p.requests.iter() {
+                if v > 0 {
+                    prop_assert!(snap.requested(*node, r) <= snap.allocatable(*node, r),
+                        "{} overcommits {} on {}", p.name, cluster.resources.name(r), n.name);
+                }
+            }
+            prop_assert!(i64::from(snap.pod_count(*node)) <= snap.allocatable(*node, ResourceId::PODS));
             for t in &n.taints {
                 if t.effect != TaintEffect::PreferNoSchedule {
                     prop_assert!(p.tolerations.iter().any(|tol| tol.tolerates(t)),
@@ -146,13 +151,6 @@ proptest! {
             if let Some(terms) = &p.node_affinity.required {
                 prop_assert!(terms.iter().any(|t| t.matches(&n.name, &n.labels)));
             }
-        }
-        for (i, _) in touched.iter().enumerate().filter(|(_, t)| **t) {
-            let n = NodeId(i as u32);
-            for r in [ResourceId::CPU, ResourceId::MEMORY] {
-                prop_assert!(snap.requested(n, r) <= snap.allocatable(n, r));
-            }
-            prop_assert!(i64::from(snap.pod_count(n)) <= snap.allocatable(n, ResourceId::PODS));
         }
         // Preemption only takes pods of strictly lower priority than their preemptor.
         for e in &d.evictions {
