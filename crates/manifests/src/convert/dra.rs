@@ -20,7 +20,7 @@ use lockstep_model::dra::{
     DeviceSubRequest, ExactDeviceRequest, OpaqueDeviceConfig, ResourceClaim, ResourceClaimSpec,
     ResourceClaimTemplate, ResourcePool, ResourceSlice, SliceNodeScope,
 };
-use lockstep_model::{Taint, TaintEffect, Toleration, TolerationOperator};
+use lockstep_model::{Taint, TaintEffect, Toleration};
 use serde_json::Value as Json;
 
 use super::{Ctx, selectors};
@@ -1052,30 +1052,13 @@ fn tolerations(
     let mut out = Vec::with_capacity(list.len());
     for (i, t) in list.iter().enumerate() {
         let at = format!("{path}[{i}]");
-        let operator = match t.operator.as_deref() {
-            None | Some("") | Some("Equal") => TolerationOperator::Equal,
-            Some("Exists") => TolerationOperator::Exists,
-            Some(other) => {
-                return Err(ctx.invalid(
-                    format!("{at}.operator"),
-                    format!("invalid operator {other:?}; use Equal or Exists"),
-                ));
-            }
-        };
-        let key = t.key.clone().unwrap_or_default();
-        let value = t.value.clone().unwrap_or_default();
-        if key.is_empty() && operator == TolerationOperator::Equal {
-            return Err(ctx.invalid(
-                format!("{at}.operator"),
-                "a toleration without a key must use operator Exists; add operator: Exists or a key",
-            ));
-        }
-        if operator == TolerationOperator::Exists && !value.is_empty() {
-            return Err(ctx.invalid(
-                format!("{at}.value"),
-                "a toleration with operator Exists takes no value; remove value",
-            ));
-        }
+        let (key, operator, value) = super::pod::toleration_terms(
+            ctx,
+            &at,
+            t.key.as_deref(),
+            t.operator.as_deref(),
+            t.value.as_deref(),
+        )?;
         let effect = match t.effect.as_deref() {
             None | Some("") => None,
             Some("NoSchedule") => Some(TaintEffect::NoSchedule),

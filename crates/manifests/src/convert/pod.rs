@@ -481,34 +481,53 @@ fn convert_pod_affinity(
     Ok(out)
 }
 
+/// The key, operator and value of a toleration (a pod's or a device request's), checked as
+/// the API server checks them. `path` names the toleration.
+pub(crate) fn toleration_terms(
+    ctx: &Ctx,
+    path: &str,
+    key: Option<&str>,
+    operator: Option<&str>,
+    value: Option<&str>,
+) -> Result<(String, TolerationOperator, String), LoadError> {
+    let operator = match operator {
+        None | Some("") | Some("Equal") => TolerationOperator::Equal,
+        Some("Exists") => TolerationOperator::Exists,
+        Some(other) => {
+            return Err(ctx.invalid(
+                format!("{path}.operator"),
+                format!("invalid operator {other:?}; use Equal or Exists"),
+            ));
+        }
+    };
+    let key = key.unwrap_or_default().to_string();
+    let value = value.unwrap_or_default().to_string();
+    if key.is_empty() && operator == TolerationOperator::Equal {
+        return Err(ctx.invalid(
+            format!("{path}.operator"),
+            "a toleration without a key must use operator Exists; add operator: Exists or a key",
+        ));
+    }
+    if operator == TolerationOperator::Exists && !value.is_empty() {
+        return Err(ctx.invalid(
+            format!("{path}.value"),
+            "a toleration with operator Exists takes no value; remove value",
+        ));
+    }
+    Ok((key, operator, value))
+}
+
 fn tolerations(ctx: &Ctx, spec: &core::PodSpec) -> Result<Vec<Toleration>, LoadError> {
     let mut out = Vec::new();
     for (i, t) in spec.tolerations.iter().flatten().enumerate() {
         let path = format!("spec.tolerations[{i}]");
-        let operator = match t.operator.as_deref() {
-            None | Some("") | Some("Equal") => TolerationOperator::Equal,
-            Some("Exists") => TolerationOperator::Exists,
-            Some(other) => {
-                return Err(ctx.invalid(
-                    format!("{path}.operator"),
-                    format!("invalid operator {other:?}; use Equal or Exists"),
-                ));
-            }
-        };
-        let key = t.key.clone().unwrap_or_default();
-        let value = t.value.clone().unwrap_or_default();
-        if key.is_empty() && operator == TolerationOperator::Equal {
-            return Err(ctx.invalid(
-                format!("{path}.operator"),
-                "a toleration without a key must use operator Exists; add operator: Exists or a key",
-            ));
-        }
-        if operator == TolerationOperator::Exists && !value.is_empty() {
-            return Err(ctx.invalid(
-                format!("{path}.value"),
-                "a toleration with operator Exists takes no value; remove value",
-            ));
-        }
+        let (key, operator, value) = toleration_terms(
+            ctx,
+            &path,
+            t.key.as_deref(),
+            t.operator.as_deref(),
+            t.value.as_deref(),
+        )?;
         let effect = taint_effect(
             ctx,
             &format!("{path}.effect"),
