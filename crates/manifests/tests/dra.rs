@@ -2,9 +2,12 @@
 //! ResourceClaim and ResourceClaimTemplate converted into the model, pods' `resourceClaims`,
 //! and the messages of invalid objects.
 
+mod common;
+use common::{assert_contains, err, ok};
+
 use std::collections::BTreeMap;
 
-use lockstep_manifests::{Loaded, load_str};
+use lockstep_manifests::Loaded;
 use lockstep_model::dra::{
     AllocationMode, AttributeValue, CapacityRange, CapacityRequestPolicy, ConstraintKind,
     DeviceCapacity, DeviceNodeScope, DeviceRequestKind, ExactDeviceRequest, ResourceClaim,
@@ -16,26 +19,6 @@ use lockstep_model::{
 };
 
 const GI: i64 = 1024 * 1024 * 1024;
-
-fn ok(text: &str) -> Loaded {
-    load_str("test.yaml", text).unwrap_or_else(|e| panic!("unexpected error: {e}"))
-}
-
-fn err(text: &str) -> String {
-    match load_str("test.yaml", text) {
-        Ok(_) => panic!("expected an error for:\n{text}"),
-        Err(e) => e.to_string(),
-    }
-}
-
-fn assert_contains(message: &str, parts: &[&str]) {
-    for part in parts {
-        assert!(
-            message.contains(part),
-            "{message:?} should contain {part:?}"
-        );
-    }
-}
 
 fn slice<'a>(loaded: &'a Loaded, name: &str) -> &'a ResourceSlice {
     loaded

@@ -1,5 +1,8 @@
 //! Loading manifests: formats, sources, conversion to the model, and the messages of bad input.
 
+mod common;
+use common::{assert_contains, err, ok};
+
 use std::fs;
 use std::path::PathBuf;
 
@@ -11,17 +14,6 @@ use lockstep_model::{
 
 const MI: i64 = 1024 * 1024;
 const GI: i64 = 1024 * MI;
-
-fn ok(text: &str) -> Loaded {
-    load_str("test.yaml", text).unwrap_or_else(|e| panic!("unexpected error: {e}"))
-}
-
-fn err(text: &str) -> String {
-    match load_str("test.yaml", text) {
-        Ok(_) => panic!("expected an error"),
-        Err(e) => e.to_string(),
-    }
-}
 
 fn pod<'a>(loaded: &'a Loaded, name: &str) -> &'a Pod {
     loaded
@@ -39,15 +31,6 @@ fn request(loaded: &Loaded, pod_name: &str, resource: &str) -> i64 {
         .get(resource)
         .expect("resource interned");
     pod(loaded, pod_name).requests.get(id)
-}
-
-fn assert_contains(message: &str, parts: &[&str]) {
-    for part in parts {
-        assert!(
-            message.contains(part),
-            "{message:?} should contain {part:?}"
-        );
-    }
 }
 
 const NODES: &str = r#"

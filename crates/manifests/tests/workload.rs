@@ -1,33 +1,16 @@
 //! The Workload API (`scheduling.k8s.io` v1beta1 and v1alpha3): PodGroups, CompositePodGroups
 //! and Workloads converted into the model, and the messages of invalid ones.
 
+mod common;
+use common::{assert_contains, err, ok};
+
 use std::fs;
 use std::path::PathBuf;
 
-use lockstep_manifests::{Loaded, Source, load, load_str};
+use lockstep_manifests::{Loaded, Source, load};
 use lockstep_model::{
     CompositePodGroup, DisruptionMode, GroupPolicy, PodGroup, PodGroupClaim, PreemptionPolicy,
 };
-
-fn ok(text: &str) -> Loaded {
-    load_str("test.yaml", text).unwrap_or_else(|e| panic!("unexpected error: {e}"))
-}
-
-fn err(text: &str) -> String {
-    match load_str("test.yaml", text) {
-        Ok(_) => panic!("expected an error"),
-        Err(e) => e.to_string(),
-    }
-}
-
-fn assert_contains(message: &str, parts: &[&str]) {
-    for part in parts {
-        assert!(
-            message.contains(part),
-            "{message:?} should contain {part:?}"
-        );
-    }
-}
 
 fn group<'a>(loaded: &'a Loaded, name: &str) -> &'a PodGroup {
     loaded
