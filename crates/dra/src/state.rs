@@ -434,6 +434,20 @@ impl DraState {
         self.usage.exclusive[device.index()] > 0 || self.usage.shares[device.index()] > 0
     }
 
+    /// How many of the devices `node` can reach are in use (exclusively or shared), and how
+    /// many it can reach.
+    pub fn node_devices_in_use(&self, node: NodeId) -> (usize, usize) {
+        let devices = self
+            .shared
+            .catalog
+            .node_devices
+            .get(node.index())
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        let used = devices.iter().filter(|d| self.device_in_use(**d)).count();
+        (used, devices.len())
+    }
+
     /// Finds an allocation of `claims` on `node` without changing anything: claims already
     /// allocated must be usable from the node, the others are allocated by the search.
     pub fn try_allocate(&self, node: NodeId, claims: &[ClaimRef]) -> Result<NodeAllocation, Unfit> {

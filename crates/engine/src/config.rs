@@ -40,7 +40,7 @@ pub const KNOWN_PLUGINS: &[(&str, bool, bool)] = &[
     ("PodTopologySpread", true, true),
     ("InterPodAffinity", true, true),
     ("NodeResourcesBalancedAllocation", false, true),
-    ("DynamicResources", true, false),
+    ("DynamicResources", true, true),
 ];
 
 /// Plugins of kube-scheduler's default profile that have no effect on the objects lockstep

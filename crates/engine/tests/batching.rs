@@ -155,3 +155,28 @@ fn pods_with_template_claims_on_node_local_devices_batch_identically() {
     assert!(hits > 150, "batched {hits} cycles");
     assert_eq!(batched.bindings.len(), 230);
 }
+
+#[test]
+fn device_packing_score_batches_identically() {
+    let cluster = testkit::dra_gpus(40, 150, 20);
+    let mut options = Options::default();
+    options.profile.scores.push(("DynamicResources".into(), 5));
+    let run_with = |batching: bool| {
+        let mut s = Scheduler::new(
+            &cluster,
+            Options {
+                batching,
+                ..options.clone()
+            },
+        )
+        .unwrap();
+        s.run()
+    };
+    let batched = run_with(true);
+    assert_eq!(batched, run_with(false));
+    // Packing: the single-GPU pods fill nodes one after another instead of spreading.
+    let mut nodes_used: Vec<_> = batched.bindings.iter().map(|(_, n)| *n).collect();
+    nodes_used.sort();
+    nodes_used.dedup();
+    assert!(nodes_used.len() < 40, "{} nodes used", nodes_used.len());
+}

@@ -2,11 +2,16 @@
 //! of the pod's ResourceClaims there (claims already allocated must be usable from the node;
 //! claims from templates are the pod's own). The allocation itself is reserved when the pod
 //! is assumed onto the node and released when it is forgotten (rollback, eviction).
+//!
+//! Score (not in the default profile, as kube-scheduler has none; enable it in `--config`):
+//! the share of the node's devices already in use, exclusively or shared, so pods with
+//! claims pack onto nodes whose devices are busy and whole nodes stay free (device
+//! bin-packing; with shareable GPUs, small pods fill partly used GPUs first).
 
 use lockstep_dra::UnfitReason;
 use lockstep_model::{NodeId, Pod};
 
-use crate::framework::{CycleState, Plugin, PreFilter, Reason, Signature};
+use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason, Signature};
 use crate::snapshot::{PodClaims, Snapshot};
 
 pub struct DynamicResources;
@@ -22,6 +27,27 @@ impl Plugin for DynamicResources {
     }
     fn filters(&self) -> bool {
         true
+    }
+    fn scores(&self) -> bool {
+        true
+    }
+    fn pre_score(
+        &self,
+        snap: &Snapshot,
+        _pod: &Pod,
+        state: &mut CycleState,
+        _feasible: &[NodeId],
+    ) -> bool {
+        snap.dra.is_some() && matches!(snap.claims(state.pod), PodClaims::Refs(_))
+    }
+    fn score(&self, snap: &Snapshot, _pod: &Pod, _state: &CycleState, node: NodeId) -> i64 {
+        let Some(dra) = snap.dra.as_ref() else {
+            return 0;
+        };
+        match dra.node_devices_in_use(node) {
+            (_, 0) => 0,
+            (used, total) => (used * MAX_NODE_SCORE as usize / total) as i64,
+        }
     }
     fn sign(&self, snap: &Snapshot, pod: &Pod, sig: &mut Signature) -> bool {
         if pod.resource_claims.is_empty() {
