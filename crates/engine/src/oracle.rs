@@ -248,6 +248,9 @@ pub enum Verdict {
     ExtraUnits(usize),
     /// The heuristic found nothing although a victim set exists.
     Missed,
+    /// The heuristic placed the gang although the exhaustive search says no victim set
+    /// lets it fit: the two disagree about feasibility (a bug in one of them).
+    Inconsistent,
 }
 
 /// Runs the heuristic on `c` and compares with the optimum.
@@ -265,7 +268,7 @@ pub fn judge(c: &Cluster, mode: GangPreemption) -> Verdict {
     match (chosen.is_empty() && d.bindings.is_empty(), opt) {
         (true, None) => Verdict::BothNone,
         (true, Some(_)) => Verdict::Missed,
-        (false, None) => Verdict::Optimal, // it fit without evicting anything
+        (false, None) => Verdict::Inconsistent,
         (false, Some((set, _))) if set.is_empty() && chosen.is_empty() => Verdict::NoEvictionNeeded,
         (false, Some((_, best))) => {
             let k = cost(c, &chosen, mode);

@@ -17,6 +17,10 @@ fn check(mode: GangPreemption, instances: u64) {
             "seed {seed}: a victim set exists but none was found"
         );
         assert!(
+            !matches!(v, Verdict::Inconsistent),
+            "seed {seed}: placed although the oracle finds no victim set"
+        );
+        assert!(
             !matches!(v, Verdict::ExtraUnits(n) if n > 1),
             "seed {seed}: {v:?}"
         );
