@@ -6,6 +6,8 @@
 //! one request only combinations are tried (never permutations). The first complete solution
 //! wins. Every placement attempt counts as a step; past the step bound the search stops.
 
+use std::cell::RefCell;
+use std::ops::Range;
 use std::sync::Arc;
 
 use lockstep_model::NodeId;
@@ -14,6 +16,7 @@ use lockstep_model::node::tolerated;
 
 use crate::catalog::{AttrValue, CapacitySlot, Catalog, DeviceEntry, DeviceId};
 use crate::claims::{AltC, ConstraintC, Match, SpecC};
+use crate::state::Shared;
 use crate::error::{Unfit, UnfitReason};
 use crate::state::{
     AllocatedDevice, ClaimAllocation, ClaimRef, DraState, NodeAllocation, RequestRef,
@@ -24,28 +27,35 @@ const NO_CONSUMED: u32 = u32::MAX;
 #[derive(Clone, Copy)]
 struct Cand {
     dev: DeviceId,
-    /// Offset of the consumed amounts (one per capacity slot) in the alt's buffer, for devices
-    /// that allow multiple allocations.
+    /// Offset of the consumed amounts (one per capacity slot) in [`Scratch::consumed`], for
+    /// devices that allow multiple allocations.
     consumed: u32,
 }
 
-struct AltW<'s> {
-    alt: &'s AltC,
+/// One way to satisfy a request: the request itself, or one subrequest of `firstAvailable`.
+struct AltW {
     sub: Option<u16>,
-    cands: Vec<Cand>,
-    consumed: Vec<i64>,
+    /// Its candidates in [`Scratch::cands`].
+    cands: Range<u32>,
     need: usize,
     all: bool,
+    admin: bool,
+    constraint_mask: u64,
 }
 
-struct ReqW<'s> {
+struct ReqW {
+    /// Index of the claim in [`Scratch::pending`].
     claim: usize,
     request: u16,
-    alts: Vec<AltW<'s>>,
+    /// Its alternatives in [`Scratch::alts`].
+    alts: Range<u32>,
     /// Fewest devices the later requests of the same claim need.
     rest_min: usize,
 }
 
+/// The state of one claim constraint during the search. The values a `distinctAttribute`
+/// constraint has seen live in [`Scratch::distinct`], tagged with the constraint's index.
+#[derive(Clone, Copy)]
 enum CState {
     Match {
         attr: Option<u32>,
@@ -54,7 +64,6 @@ enum CState {
     },
     Distinct {
         attr: Option<u32>,
-        values: Vec<AttrValue>,
     },
 }
 
@@ -69,15 +78,57 @@ struct Taken {
 
 struct StepBound;
 
-struct Search<'s> {
-    cat: &'s Catalog,
-    state: &'s DraState,
-    reqs: Vec<ReqW<'s>>,
-    constraints: Vec<Vec<CState>>,
+/// Buffers of one allocation, kept per thread and reused, so the filter (which runs the
+/// allocator on hundreds of nodes per pod) allocates no memory in the common case.
+#[derive(Default)]
+struct Scratch {
+    /// The pod's claims, each once, in order.
+    order: Vec<ClaimRef>,
+    /// Claims already allocated: (position in `order`).
+    allocated: Vec<usize>,
+    /// Claims to allocate: (position in `order`, claim).
+    pending: Vec<(usize, ClaimRef)>,
+    reqs: Vec<ReqW>,
+    alts: Vec<AltW>,
+    cands: Vec<Cand>,
+    consumed: Vec<i64>,
+    /// Constraint states of all pending claims; claim `i`'s start at `constraint_start[i]`.
+    constraints: Vec<CState>,
+    constraint_start: Vec<usize>,
+    distinct: Vec<(usize, AttrValue)>,
     claim_counts: Vec<usize>,
     taken: Vec<Taken>,
     counter_log: Vec<(u32, i64)>,
     counter_delta: Vec<(u32, i64)>,
+}
+
+impl Scratch {
+    fn clear(&mut self) {
+        self.order.clear();
+        self.allocated.clear();
+        self.pending.clear();
+        self.reqs.clear();
+        self.alts.clear();
+        self.cands.clear();
+        self.consumed.clear();
+        self.constraints.clear();
+        self.constraint_start.clear();
+        self.distinct.clear();
+        self.claim_counts.clear();
+        self.taken.clear();
+        self.counter_log.clear();
+        self.counter_delta.clear();
+    }
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+struct Search<'s> {
+    cat: &'s Catalog,
+    state: &'s DraState,
+    w: &'s mut Scratch,
     steps: u64,
     max_steps: u64,
 }
@@ -173,67 +224,86 @@ fn same_for_distinct(cat: &Catalog, a: AttrValue, b: AttrValue) -> bool {
     }
 }
 
+fn spec_of(shared: &Shared, c: ClaimRef) -> Result<&SpecC, Unfit> {
+    match c {
+        ClaimRef::Claim(id) => shared.claims.get(id.index()).map(|s| &s.spec).ok_or_else(|| {
+            Unfit::with_detail(UnfitReason::ClaimNotFound, format!("claim id {}", id.0))
+        }),
+        ClaimRef::Template(id) => shared
+            .templates
+            .get(id.index())
+            .map(|s| &s.spec)
+            .ok_or_else(|| {
+                Unfit::with_detail(UnfitReason::ClaimNotFound, format!("template id {}", id.0))
+            }),
+    }
+}
+
+/// Finds an allocation of `claims` on `node` (see [`DraState::try_allocate`]).
 pub(crate) fn allocate(
     state: &DraState,
     node: NodeId,
     claims: &[ClaimRef],
 ) -> Result<NodeAllocation, Unfit> {
+    with_scratch(|w| {
+        search(state, node, claims, w)?;
+        Ok(result(state, node, w))
+    })
+}
+
+/// Whether `claims` can be allocated on `node` (see [`DraState::fits`]): the search of
+/// [`allocate`] without building the result.
+pub(crate) fn fits(state: &DraState, node: NodeId, claims: &[ClaimRef]) -> Result<(), Unfit> {
+    with_scratch(|w| search(state, node, claims, w))
+}
+
+fn with_scratch<T>(f: impl FnOnce(&mut Scratch) -> T) -> T {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut w) => {
+            w.clear();
+            f(&mut w)
+        }
+        // Not reentrant in practice; a fresh buffer keeps it correct if it ever is.
+        Err(_) => f(&mut Scratch::default()),
+    })
+}
+
+/// Runs the search; on success `w.taken` holds the devices of the pending claims.
+fn search(
+    state: &DraState,
+    node: NodeId,
+    claims: &[ClaimRef],
+    w: &mut Scratch,
+) -> Result<(), Unfit> {
     let shared = state.shared();
     let cat = &shared.catalog;
     let usage = state.usage();
 
     // Claims in order, each once; already allocated ones are only checked.
-    let mut out: Vec<Option<ClaimAllocation>> = Vec::with_capacity(claims.len());
-    let mut order: Vec<ClaimRef> = Vec::with_capacity(claims.len());
-    let mut pending: Vec<(usize, ClaimRef, &SpecC)> = Vec::new();
     for &c in claims {
         // A shared claim listed twice is one claim; each template reference is a claim of its own.
-        if matches!(c, ClaimRef::Claim(_)) && order.contains(&c) {
+        if matches!(c, ClaimRef::Claim(_)) && w.order.contains(&c) {
             continue;
         }
-        order.push(c);
-        let slot = out.len();
-        out.push(None);
-        match c {
-            ClaimRef::Claim(id) => {
-                let Some(spec) = shared.claims.get(id.index()) else {
-                    return Err(Unfit::with_detail(
-                        UnfitReason::ClaimNotFound,
-                        format!("claim id {}", id.0),
-                    ));
-                };
-                if let Some(a) = &usage.claims[id.index()].allocation {
-                    if !a.nodes.contains(node) {
-                        return Err(Unfit::with_detail(
-                            UnfitReason::ClaimNotAvailableOnNode,
-                            format!("{} is allocated for other nodes", spec.spec.object),
-                        ));
-                    }
-                    out[slot] = Some(ClaimAllocation {
-                        claim: c,
-                        devices: a.devices.clone(),
-                        already_allocated: true,
-                    });
-                    continue;
-                }
-                pending.push((slot, c, &spec.spec));
+        let slot = w.order.len();
+        w.order.push(c);
+        let spec = spec_of(shared, c)?;
+        if let ClaimRef::Claim(id) = c
+            && let Some(a) = &usage.claims[id.index()].allocation
+        {
+            if !a.nodes.contains(node) {
+                return Err(Unfit::with_detail(
+                    UnfitReason::ClaimNotAvailableOnNode,
+                    format!("{} is allocated for other nodes", spec.object),
+                ));
             }
-            ClaimRef::Template(id) => {
-                let Some(spec) = shared.templates.get(id.index()) else {
-                    return Err(Unfit::with_detail(
-                        UnfitReason::ClaimNotFound,
-                        format!("template id {}", id.0),
-                    ));
-                };
-                pending.push((slot, c, &spec.spec));
-            }
+            w.allocated.push(slot);
+            continue;
         }
+        w.pending.push((slot, c));
     }
-    if pending.is_empty() {
-        return Ok(NodeAllocation {
-            node,
-            claims: out.into_iter().flatten().collect(),
-        });
+    if w.pending.is_empty() {
+        return Ok(());
     }
 
     let node_devices: &[DeviceId] = cat
@@ -248,28 +318,21 @@ pub(crate) fn allocate(
         .unwrap_or(&[]);
 
     let mut cel_error: Option<(u32, DeviceId)> = None;
-    let mut reqs: Vec<ReqW> = Vec::new();
-    let mut constraints = Vec::with_capacity(pending.len());
-    for (ci, &(_, _, spec)) in pending.iter().enumerate() {
-        constraints.push(
-            spec.constraints
-                .iter()
-                .map(|c| match *c {
-                    ConstraintC::Match(attr) => CState::Match {
-                        attr,
-                        first: None,
-                        count: 0,
-                    },
-                    ConstraintC::Distinct(attr) => CState::Distinct {
-                        attr,
-                        values: Vec::new(),
-                    },
-                })
-                .collect(),
-        );
-        let first_req = reqs.len();
+    for ci in 0..w.pending.len() {
+        let spec = spec_of(shared, w.pending[ci].1)?;
+        w.constraint_start.push(w.constraints.len());
+        w.constraints
+            .extend(spec.constraints.iter().map(|c| match *c {
+                ConstraintC::Match(attr) => CState::Match {
+                    attr,
+                    first: None,
+                    count: 0,
+                },
+                ConstraintC::Distinct(attr) => CState::Distinct { attr },
+            }));
+        let first_req = w.reqs.len();
         for (ri, r) in spec.requests.iter().enumerate() {
-            let mut alts = Vec::with_capacity(r.alts.len());
+            let alts_start = w.alts.len() as u32;
             for (si, alt) in r.alts.iter().enumerate() {
                 if let Err(class) = &alt.class {
                     return Err(Unfit::with_detail(
@@ -291,87 +354,38 @@ pub(crate) fn allocate(
                         ),
                     ));
                 }
-                let mut w = AltW {
-                    alt,
-                    sub: r.first_available.then_some(si as u16),
-                    cands: Vec::new(),
-                    consumed: Vec::new(),
-                    need: 0,
-                    all,
-                };
-                for &dev in node_devices {
-                    let e = cat.device(dev);
-                    let mut selected = true;
-                    for &s in &alt.selectors {
-                        match shared.selectors.matches(s, dev, cat) {
-                            Match::Yes => {}
-                            Match::No => {
-                                selected = false;
-                                break;
-                            }
-                            Match::Error => {
-                                cel_error.get_or_insert((s, dev));
-                                selected = false;
-                                break;
-                            }
-                        }
-                    }
-                    if !selected || e.taints.iter().any(|t| !tolerated(&alt.tolerations, t)) {
-                        continue;
-                    }
-                    let start = w.consumed.len();
-                    if e.capacity.is_empty() && alt.capacity.is_empty() {
-                        w.cands.push(Cand {
-                            dev,
-                            consumed: NO_CONSUMED,
-                        });
-                        continue;
-                    }
-                    if !consumed_capacity(e, alt, &mut w.consumed) {
-                        w.consumed.truncate(start);
-                        continue;
-                    }
-                    if !e.multi {
-                        w.consumed.truncate(start);
-                        w.cands.push(Cand {
-                            dev,
-                            consumed: NO_CONSUMED,
-                        });
-                        continue;
-                    }
-                    if all {
-                        // "All" takes the devices that still have room for the request.
-                        let used = &usage.capacity_used[e.cap_offset as usize..];
-                        if (0..e.capacity.len())
-                            .any(|k| used[k] + w.consumed[start + k] > e.capacity[k].value)
-                        {
-                            w.consumed.truncate(start);
-                            continue;
-                        }
-                    }
-                    w.cands.push(Cand {
-                        dev,
-                        consumed: start as u32,
-                    });
-                }
-                w.need = match alt.mode {
-                    AllocationMode::All => w.cands.len(),
+                let cands_start = w.cands.len() as u32;
+                candidates(shared, usage, node_devices, alt, w, &mut cel_error);
+                let cands = cands_start..w.cands.len() as u32;
+                let need = match alt.mode {
+                    AllocationMode::All => cands.len(),
                     AllocationMode::ExactCount(n) => n as usize,
                 };
-                alts.push(w);
+                w.alts.push(AltW {
+                    sub: r.first_available.then_some(si as u16),
+                    cands,
+                    need,
+                    all,
+                    admin: alt.admin,
+                    constraint_mask: alt.constraint_mask,
+                });
             }
-            reqs.push(ReqW {
+            w.reqs.push(ReqW {
                 claim: ci,
                 request: ri as u16,
-                alts,
+                alts: alts_start..w.alts.len() as u32,
                 rest_min: 0,
             });
         }
         // Lower bound on the devices the rest of the claim needs, and the claim limit.
         let mut rest = 0usize;
-        for r in reqs[first_req..].iter_mut().rev() {
+        for r in w.reqs[first_req..].iter_mut().rev() {
             r.rest_min = rest;
-            rest += r.alts.iter().map(|a| a.need).min().unwrap_or(0);
+            rest += w.alts[r.alts.start as usize..r.alts.end as usize]
+                .iter()
+                .map(|a| a.need)
+                .min()
+                .unwrap_or(0);
         }
         if rest > ALLOCATION_RESULTS_MAX_SIZE {
             return Err(Unfit::with_detail(
@@ -383,21 +397,18 @@ pub(crate) fn allocate(
             ));
         }
     }
+    w.claim_counts.resize(w.pending.len(), 0);
 
+    let max_steps = state.limits().max_search_steps;
     let mut search = Search {
         cat,
         state,
-        reqs,
-        constraints,
-        claim_counts: vec![0; pending.len()],
-        taken: Vec::new(),
-        counter_log: Vec::new(),
-        counter_delta: Vec::new(),
+        w,
         steps: 0,
-        max_steps: state.limits().max_search_steps,
+        max_steps,
     };
     match search.request(0) {
-        Ok(true) => {}
+        Ok(true) => Ok(()),
         Ok(false) => {
             // Say why some devices were not considered: a CEL error, or an unusable pool.
             let detail = match cel_error {
@@ -406,73 +417,160 @@ pub(crate) fn allocate(
                     .first()
                     .and_then(|&p| cat.pools[p as usize].unusable.clone()),
             };
-            return Err(Unfit {
+            Err(Unfit {
                 reason: UnfitReason::CannotAllocateAllClaims,
                 detail,
-            });
+            })
         }
-        Err(StepBound) => {
-            return Err(Unfit::with_detail(
-                UnfitReason::SearchBoundExceeded,
-                format!(
-                    "gave up after {} steps on node {}; simplify the claims or raise the bound",
-                    search.max_steps,
-                    cat.node_names.get(node.index()).map_or("?", String::as_str)
-                ),
-            ));
-        }
+        Err(StepBound) => Err(Unfit::with_detail(
+            UnfitReason::SearchBoundExceeded,
+            format!(
+                "gave up after {max_steps} steps on node {}; simplify the claims or raise the bound",
+                cat.node_names.get(node.index()).map_or("?", String::as_str)
+            ),
+        )),
     }
+}
 
-    // Results per claim, in allocation order.
-    let mut per_claim: Vec<Vec<AllocatedDevice>> = vec![Vec::new(); pending.len()];
-    for t in &search.taken {
-        let r = &search.reqs[t.req];
-        let a = &r.alts[t.alt];
-        let c = a.cands[t.cand];
-        let consumed: Box<[i64]> = if c.consumed == NO_CONSUMED {
-            Box::new([])
-        } else {
-            let n = cat.device(c.dev).capacity.len();
-            a.consumed[c.consumed as usize..c.consumed as usize + n].into()
-        };
-        per_claim[t.claim].push(AllocatedDevice {
-            request: RequestRef {
-                request: r.request,
-                subrequest: a.sub,
-            },
-            device: t.dev,
-            admin_access: a.alt.admin,
-            consumed_capacity: consumed,
+/// Appends the devices of `node_devices` that can serve `alt` to `w.cands` (with what they
+/// would consume of shared capacity to `w.consumed`).
+fn candidates(
+    shared: &Shared,
+    usage: &crate::state::Usage,
+    node_devices: &[DeviceId],
+    alt: &AltC,
+    w: &mut Scratch,
+    cel_error: &mut Option<(u32, DeviceId)>,
+) {
+    let cat = &shared.catalog;
+    for &dev in node_devices {
+        let e = cat.device(dev);
+        let mut selected = true;
+        for &s in &alt.selectors {
+            match shared.selectors.matches(s, dev, cat) {
+                Match::Yes => {}
+                Match::No => {
+                    selected = false;
+                    break;
+                }
+                Match::Error => {
+                    cel_error.get_or_insert((s, dev));
+                    selected = false;
+                    break;
+                }
+            }
+        }
+        if !selected || e.taints.iter().any(|t| !tolerated(&alt.tolerations, t)) {
+            continue;
+        }
+        let start = w.consumed.len();
+        if e.capacity.is_empty() && alt.capacity.is_empty() {
+            w.cands.push(Cand {
+                dev,
+                consumed: NO_CONSUMED,
+            });
+            continue;
+        }
+        if !consumed_capacity(e, alt, &mut w.consumed) {
+            w.consumed.truncate(start);
+            continue;
+        }
+        if !e.multi {
+            w.consumed.truncate(start);
+            w.cands.push(Cand {
+                dev,
+                consumed: NO_CONSUMED,
+            });
+            continue;
+        }
+        // A shared device without room for the request now cannot take it at any point of
+        // the search (which only adds use); "All" takes the devices that still have room.
+        let used = &usage.capacity_used[e.cap_offset as usize..];
+        if (0..e.capacity.len()).any(|k| used[k] + w.consumed[start + k] > e.capacity[k].value) {
+            w.consumed.truncate(start);
+            continue;
+        }
+        w.cands.push(Cand {
+            dev,
+            consumed: start as u32,
         });
     }
-    for ((slot, claim, _), devices) in pending.iter().zip(per_claim) {
-        out[*slot] = Some(ClaimAllocation {
-            claim: *claim,
+}
+
+/// The allocation found by [`search`], per claim in the pod's order.
+fn result(state: &DraState, node: NodeId, w: &Scratch) -> NodeAllocation {
+    let cat = &state.shared().catalog;
+    let usage = state.usage();
+    let mut claims: Vec<ClaimAllocation> = Vec::with_capacity(w.order.len());
+    let (mut a, mut p) = (0, 0);
+    for (slot, &claim) in w.order.iter().enumerate() {
+        if w.allocated.get(a) == Some(&slot) {
+            a += 1;
+            let ClaimRef::Claim(id) = claim else {
+                continue;
+            };
+            if let Some(al) = &usage.claims[id.index()].allocation {
+                claims.push(ClaimAllocation {
+                    claim,
+                    devices: al.devices.clone(),
+                    already_allocated: true,
+                });
+            }
+            continue;
+        }
+        let ci = p;
+        p += 1;
+        let devices: Vec<AllocatedDevice> = w
+            .taken
+            .iter()
+            .filter(|t| t.claim == ci)
+            .map(|t| {
+                let r = &w.reqs[t.req];
+                let alt = &w.alts[t.alt];
+                let c = w.cands[t.cand];
+                let consumed: Box<[i64]> = if c.consumed == NO_CONSUMED {
+                    Box::new([])
+                } else {
+                    let n = cat.device(c.dev).capacity.len();
+                    w.consumed[c.consumed as usize..c.consumed as usize + n].into()
+                };
+                AllocatedDevice {
+                    request: RequestRef {
+                        request: r.request,
+                        subrequest: alt.sub,
+                    },
+                    device: t.dev,
+                    admin_access: alt.admin,
+                    consumed_capacity: consumed,
+                }
+            })
+            .collect();
+        claims.push(ClaimAllocation {
+            claim,
             devices: Arc::from(devices),
             already_allocated: false,
         });
     }
-    Ok(NodeAllocation {
-        node,
-        claims: out.into_iter().flatten().collect(),
-    })
+    NodeAllocation { node, claims }
 }
 
 impl Search<'_> {
     fn request(&mut self, r: usize) -> Result<bool, StepBound> {
-        if r == self.reqs.len() {
+        if r == self.w.reqs.len() {
             return Ok(true);
         }
-        let ci = self.reqs[r].claim;
-        for a in 0..self.reqs[r].alts.len() {
-            let w = &self.reqs[r].alts[a];
-            if w.all && w.cands.is_empty() {
+        let ci = self.w.reqs[r].claim;
+        let alts = self.w.reqs[r].alts.clone();
+        for a in alts.start as usize..alts.end as usize {
+            let alt = &self.w.alts[a];
+            if alt.all && alt.cands.is_empty() {
                 continue; // "All" needs at least one device.
             }
-            if w.cands.len() < w.need {
+            if alt.cands.len() < alt.need {
                 continue;
             }
-            if self.claim_counts[ci] + w.need + self.reqs[r].rest_min > ALLOCATION_RESULTS_MAX_SIZE
+            if self.w.claim_counts[ci] + alt.need + self.w.reqs[r].rest_min
+                > ALLOCATION_RESULTS_MAX_SIZE
             {
                 continue;
             }
@@ -483,21 +581,28 @@ impl Search<'_> {
         Ok(false)
     }
 
+    /// Chooses device `k` of alternative `a` of request `r` from its candidates `start..`
+    /// (positions relative to the alternative's first candidate).
     fn devices(&mut self, r: usize, a: usize, k: usize, start: usize) -> Result<bool, StepBound> {
         self.steps += 1;
         if self.steps > self.max_steps {
             return Err(StepBound);
         }
-        let (need, all, n) = {
-            let w = &self.reqs[r].alts[a];
-            (w.need, w.all, w.cands.len())
+        let (need, all, first, n) = {
+            let alt = &self.w.alts[a];
+            (
+                alt.need,
+                alt.all,
+                alt.cands.start as usize,
+                alt.cands.len(),
+            )
         };
         if k == need {
             return self.request(r + 1);
         }
         if all {
             // Every selected device, in order; any failure means no solution.
-            if !self.take(r, a, k) {
+            if !self.take(r, a, first + k) {
                 return Ok(false);
             }
             if self.devices(r, a, k + 1, 0)? {
@@ -508,7 +613,7 @@ impl Search<'_> {
         }
         let mut c = start;
         while c + (need - k) <= n {
-            if self.take(r, a, c) {
+            if self.take(r, a, first + c) {
                 if self.devices(r, a, k + 1, c + 1)? {
                     return Ok(true);
                 }
@@ -520,51 +625,56 @@ impl Search<'_> {
     }
 
     fn in_search_capacity(&self, dev: DeviceId, slot: usize) -> i64 {
-        self.taken
+        self.w
+            .taken
             .iter()
             .filter(|t| t.dev == dev)
             .map(|t| {
-                let w = &self.reqs[t.req].alts[t.alt];
-                let c = w.cands[t.cand].consumed;
+                let c = self.w.cands[t.cand].consumed;
                 if c == NO_CONSUMED {
                     0
                 } else {
-                    w.consumed[c as usize + slot]
+                    self.w.consumed[c as usize + slot]
                 }
             })
             .sum()
     }
 
     fn delta(&self, id: u32) -> i64 {
-        self.counter_delta
+        self.w
+            .counter_delta
             .iter()
             .find(|d| d.0 == id)
             .map_or(0, |d| d.1)
     }
 
     fn add_delta(&mut self, id: u32, amount: i64) {
-        match self.counter_delta.iter_mut().find(|d| d.0 == id) {
+        match self.w.counter_delta.iter_mut().find(|d| d.0 == id) {
             Some(d) => d.1 += amount,
-            None => self.counter_delta.push((id, amount)),
+            None => self.w.counter_delta.push((id, amount)),
         }
     }
 
+    /// Tries to take candidate `c` (an index into [`Scratch::cands`]) for alternative `a` of
+    /// request `r`.
     fn take(&mut self, r: usize, a: usize, c: usize) -> bool {
         let cat = self.cat;
         let usage = self.state.usage();
-        let w = &self.reqs[r].alts[a];
-        let alt = w.alt;
-        let cand = w.cands[c];
+        let (admin, mask) = {
+            let alt = &self.w.alts[a];
+            (alt.admin, alt.constraint_mask)
+        };
+        let cand = self.w.cands[c];
         let dev = cand.dev;
         let e = cat.device(dev);
-        let ci = self.reqs[r].claim;
+        let ci = self.w.reqs[r].claim;
 
         // In use?
         if !e.multi {
-            let busy = if alt.admin {
-                self.taken.iter().any(|t| t.dev == dev && t.claim == ci)
+            let busy = if admin {
+                self.w.taken.iter().any(|t| t.dev == dev && t.claim == ci)
             } else {
-                usage.exclusive[dev.index()] > 0 || self.taken.iter().any(|t| t.dev == dev)
+                usage.exclusive[dev.index()] > 0 || self.w.taken.iter().any(|t| t.dev == dev)
             };
             if busy {
                 return false;
@@ -577,7 +687,7 @@ impl Search<'_> {
             for (k, slot) in e.capacity.iter().enumerate() {
                 let used = usage.capacity_used[base + k]
                     + self.in_search_capacity(dev, k)
-                    + w.consumed[cand.consumed as usize + k];
+                    + self.w.consumed[cand.consumed as usize + k];
                 if used > slot.value {
                     return false;
                 }
@@ -585,13 +695,13 @@ impl Search<'_> {
         }
 
         // Counters (a shared device consumes them once).
-        let log_start = self.counter_log.len() as u32;
-        let already =
-            e.multi && (usage.shares[dev.index()] > 0 || self.taken.iter().any(|t| t.dev == dev));
+        let log_start = self.w.counter_log.len() as u32;
+        let already = e.multi
+            && (usage.shares[dev.index()] > 0 || self.w.taken.iter().any(|t| t.dev == dev));
         if !already && !e.consumes.is_empty() {
             for &(id, amount) in &e.consumes {
                 self.add_delta(id, amount);
-                self.counter_log.push((id, amount));
+                self.w.counter_log.push((id, amount));
             }
             let over = e.consumes.iter().any(|&(id, _)| {
                 usage.counters_used[id as usize] + self.delta(id) > cat.counter_totals[id as usize]
@@ -603,14 +713,14 @@ impl Search<'_> {
         }
 
         // Constraints.
-        let mask = alt.constraint_mask;
+        let base = self.w.constraint_start[ci];
         let mut applied = 0u64;
         let mut ok = true;
         let mut bits = mask;
         while bits != 0 {
             let j = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            let fits = match &mut self.constraints[ci][j] {
+            let fits = match &mut self.w.constraints[base + j] {
                 CState::Match { attr, first, count } => match attr.and_then(|at| e.attribute(at)) {
                     None => false,
                     Some(v) => {
@@ -626,15 +736,18 @@ impl Search<'_> {
                         }
                     }
                 },
-                CState::Distinct { attr, values } => match attr.and_then(|at| e.attribute(at)) {
+                CState::Distinct { attr } => match attr.and_then(|at| e.attribute(at)) {
                     None => false,
                     Some(v) => {
-                        if values.iter().any(|&x| same_for_distinct(cat, x, v)) {
-                            false
-                        } else {
-                            values.push(v);
-                            true
+                        let seen = self
+                            .w
+                            .distinct
+                            .iter()
+                            .any(|&(at, x)| at == base + j && same_for_distinct(cat, x, v));
+                        if !seen {
+                            self.w.distinct.push((base + j, v));
                         }
+                        !seen
                     }
                 },
             };
@@ -650,44 +763,48 @@ impl Search<'_> {
             return false;
         }
 
-        self.taken.push(Taken {
+        self.w.taken.push(Taken {
             dev,
             claim: ci,
             req: r,
             alt: a,
             cand: c,
-            counters: (log_start, self.counter_log.len() as u32),
+            counters: (log_start, self.w.counter_log.len() as u32),
         });
-        self.claim_counts[ci] += 1;
+        self.w.claim_counts[ci] += 1;
         true
     }
 
     fn revert_counters(&mut self, from: u32) {
-        while self.counter_log.len() > from as usize {
-            let (id, amount) = self.counter_log.pop().expect("log entry");
+        while self.w.counter_log.len() > from as usize {
+            let (id, amount) = self.w.counter_log.pop().expect("log entry");
             self.add_delta(id, -amount);
         }
     }
 
     fn revert_constraints(&mut self, ci: usize, mut bits: u64) {
+        let base = self.w.constraint_start[ci];
         while bits != 0 {
             let j = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            match &mut self.constraints[ci][j] {
+            match &mut self.w.constraints[base + j] {
                 CState::Match { count, .. } => *count -= 1,
-                CState::Distinct { values, .. } => {
-                    values.pop();
+                CState::Distinct { .. } => {
+                    if let Some(pos) = self.w.distinct.iter().rposition(|&(at, _)| at == base + j)
+                    {
+                        self.w.distinct.remove(pos);
+                    }
                 }
             }
         }
     }
 
     fn untake(&mut self) {
-        let t = self.taken.pop().expect("a device to give back");
-        let mask = self.reqs[t.req].alts[t.alt].alt.constraint_mask;
+        let t = self.w.taken.pop().expect("a device to give back");
+        let mask = self.w.alts[t.alt].constraint_mask;
         self.revert_constraints(t.claim, mask);
         self.revert_counters(t.counters.0);
-        self.claim_counts[t.claim] -= 1;
+        self.w.claim_counts[t.claim] -= 1;
     }
 }
 

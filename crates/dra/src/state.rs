@@ -454,6 +454,12 @@ impl DraState {
         search::allocate(self, node, claims)
     }
 
+    /// Whether [`try_allocate`](Self::try_allocate) would succeed, with the same answer and the
+    /// same reason when not; faster, as it builds no allocation (the filter's question).
+    pub fn fits(&self, node: NodeId, claims: &[ClaimRef]) -> Result<(), Unfit> {
+        search::fits(self, node, claims)
+    }
+
     /// Takes the devices of an allocation found by [`try_allocate`](Self::try_allocate) (on
     /// this state, with nothing reserved since) and counts the pod as a user of its claims.
     pub fn reserve(&mut self, allocation: &NodeAllocation) {

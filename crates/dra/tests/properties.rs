@@ -311,7 +311,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
 
     #[test]
-    fn allocations_never_overlap_and_always_satisfy_their_selectors(
+    fn allocations_never_overlap_and_always_satisfy_their_selectors_and_fits_agrees(
         node_devices in prop::collection::vec(prop::collection::vec(device_spec(), 1..6), 1..4),
         network in prop::collection::vec(device_spec(), 0..3),
         shapes in prop::collection::vec(shape_spec(), 4),
@@ -326,7 +326,13 @@ proptest! {
                 Op::Place { shape, node } => {
                     let node = NodeId((node % w.nodes.len()) as u32);
                     let t = lockstep_dra::ClaimRef::Template(lockstep_dra::TemplateId(shape as u32));
-                    if let Ok(a) = st.try_allocate(node, &[t]) {
+                    let found = st.try_allocate(node, &[t]);
+                    // The filter's yes/no question gets the same answer and reason.
+                    prop_assert_eq!(
+                        st.fits(node, &[t]).map_err(|e| e.reason),
+                        found.as_ref().map(|_| ()).map_err(|e| e.reason)
+                    );
+                    if let Ok(a) = found {
                         checker.check_allocation(&st, &a, &shapes[shape]);
                         st.reserve(&a);
                         held.push((a, shape));

@@ -85,8 +85,8 @@ impl Plugin for DynamicResources {
         let Some(dra) = snap.dra.as_ref() else {
             return true;
         };
-        match dra.try_allocate(node, &state.dra.claims) {
-            Ok(_) => true,
+        match dra.fits(node, &state.dra.claims) {
+            Ok(()) => true,
             Err(unfit) => {
                 reasons.push(Reason::Dra(unfit.reason));
                 false
