@@ -67,6 +67,15 @@ impl GangPreemption {
     }
 }
 
+/// A pod taken off its node during preemption (tentatively or for good), and the devices it
+/// held, so that putting it back restores exactly what it had.
+#[derive(Debug, Clone)]
+pub(crate) struct Lifted {
+    pub pod: PodId,
+    pub node: NodeId,
+    pub held: Option<lockstep_dra::NodeAllocation>,
+}
+
 /// One eviction decided by preemption.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Eviction {
@@ -330,20 +339,21 @@ impl<'c> Scheduler<'c> {
     }
 
     /// Removes `pods` from the snapshot and returns where they were.
-    fn lift(&mut self, pods: &[PodId]) -> Vec<(PodId, NodeId)> {
+    fn lift(&mut self, pods: &[PodId]) -> Vec<Lifted> {
         let mut lifted = Vec::with_capacity(pods.len());
         for &p in pods {
-            if let Some(n) = self.snapshot.node_of(p) {
-                self.snapshot.forget(p);
-                lifted.push((p, n));
+            if let Some(node) = self.snapshot.node_of(p) {
+                let held = self.snapshot.forget(p);
+                lifted.push(Lifted { pod: p, node, held });
             }
         }
         lifted
     }
 
-    pub(crate) fn restore(&mut self, lifted: &[(PodId, NodeId)]) {
-        for &(p, n) in lifted.iter().rev() {
-            self.snapshot.assume(p, n);
+    /// Puts lifted pods back, each with the devices it held.
+    pub(crate) fn restore(&mut self, lifted: &[Lifted]) {
+        for l in lifted.iter().rev() {
+            self.snapshot.reassume(l.pod, l.node, l.held.clone());
         }
     }
 
@@ -358,7 +368,7 @@ impl<'c> Scheduler<'c> {
     ) -> Option<i64> {
         let lifted = self.lift(pods);
         let mut nodes: Vec<NodeId> = room.to_vec();
-        nodes.extend(lifted.iter().map(|(_, n)| *n));
+        nodes.extend(lifted.iter().map(|l| l.node));
         nodes.sort();
         nodes.dedup();
         let mark = self.log.len();
@@ -694,16 +704,17 @@ impl<'c> Scheduler<'c> {
             });
             let mut chosen = Vec::new();
             for p in order {
-                self.snapshot.assume(p, node);
+                let held = lifted.iter().find(|l| l.pod == p).and_then(|l| l.held.clone());
+                self.snapshot.reassume(p, node, held);
                 if !self.framework.fits_on(&self.snapshot, pod_id, node) {
                     self.snapshot.forget(p);
                     chosen.push(p);
                 }
             }
-            // Put the reprieved and the chosen back: the snapshot is unchanged.
-            for &(p, _) in &lifted {
-                if self.snapshot.node_of(p).is_none() {
-                    self.snapshot.assume(p, node);
+            // Put the chosen back: the snapshot is unchanged.
+            for l in &lifted {
+                if self.snapshot.node_of(l.pod).is_none() {
+                    self.snapshot.reassume(l.pod, l.node, l.held.clone());
                 }
             }
             let mut expanded = Vec::new();

@@ -17,7 +17,7 @@ pub enum SetupError {
 }
 use crate::cycle::Framework;
 use crate::group::{GroupIndex, Unit, candidate_orders, capacity_of, domains, free_of};
-use crate::preemption::{Eviction, GangPreemption};
+use crate::preemption::{Eviction, GangPreemption, Lifted};
 use crate::snapshot::Snapshot;
 
 /// Run options.
@@ -474,28 +474,28 @@ impl<'c> Scheduler<'c> {
     }
 
     /// Takes victims off their nodes, returning where they were.
-    fn lift_victims(&mut self, victims: &[PodId]) -> Vec<(PodId, NodeId)> {
-        let lifted: Vec<(PodId, NodeId)> = victims
+    fn lift_victims(&mut self, victims: &[PodId]) -> Vec<Lifted> {
+        victims
             .iter()
-            .filter_map(|v| self.snapshot.node_of(*v).map(|n| (*v, n)))
-            .collect();
-        for (v, _) in &lifted {
-            self.snapshot.forget(*v);
-        }
-        lifted
+            .filter_map(|&pod| {
+                let node = self.snapshot.node_of(pod)?;
+                let held = self.snapshot.forget(pod);
+                Some(Lifted { pod, node, held })
+            })
+            .collect()
     }
 
     /// Records the evictions of victims already taken off their nodes.
     fn record_evictions(
         &self,
         index: &GroupIndex,
-        evicted: &[(PodId, NodeId)],
+        evicted: &[Lifted],
         preemptor: &str,
         reason: &str,
         decisions: &mut Decisions,
     ) {
         let cluster = self.snapshot.cluster;
-        for &(v, node) in evicted {
+        for &Lifted { pod: v, node, .. } in evicted {
             let group = index.group_of_pod(v);
             let mut why = reason.to_string();
             if let Some(g) = group {

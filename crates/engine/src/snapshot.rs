@@ -231,6 +231,17 @@ impl<'c> Snapshot<'c> {
 
     /// Places a pod on a node: its requests, ports and identity now count there.
     pub fn assume(&mut self, id: PodId, node: NodeId) {
+        self.place(id, node, None);
+    }
+
+    /// Puts a pod taken off by [`forget`](Self::forget) back where it was, with the devices
+    /// it held then (`allocation`, as `forget` returned it) rather than searching again:
+    /// undoing a trial eviction gives the snapshot back exactly.
+    pub fn reassume(&mut self, id: PodId, node: NodeId, allocation: Option<NodeAllocation>) {
+        self.place(id, node, Some(allocation));
+    }
+
+    fn place(&mut self, id: PodId, node: NodeId, held: Option<Option<NodeAllocation>>) {
         debug_assert!(self.node_of[id.index()].is_none(), "pod assumed twice");
         self.generation += 1;
         let pod = &self.cluster.pods[id.index()];
@@ -247,10 +258,15 @@ impl<'c> Snapshot<'c> {
         self.node_of[id.index()] = Some(node);
         *self.priorities.entry(pod.priority).or_insert(0) += 1;
         if let (PodClaims::Refs(refs), Some(dra)) = (&self.claims[id.index()], self.dra.as_mut()) {
-            // A scheduled pod passed the DynamicResources filter on this node, so the same
-            // deterministic search finds the allocation again. A running pod whose claims
-            // cannot be allocated holds no devices the scheduler can see.
-            if let Ok(a) = dra.try_allocate(node, refs) {
+            let allocation = match held {
+                Some(held) => held,
+                // A scheduled pod passed the DynamicResources filter on this node, so the
+                // same deterministic search finds the allocation again. A running pod whose
+                // claims cannot be allocated holds no devices the scheduler can see.
+                None => dra.try_allocate(node, refs).ok(),
+            };
+            if let Some(a) = allocation {
+                debug_assert_eq!(a.node, node, "an allocation restored on another node");
                 dra.reserve(&a);
                 self.allocations[id.index()] = Some(a);
             }
@@ -263,14 +279,14 @@ impl<'c> Snapshot<'c> {
         }
     }
 
-    /// Removes a pod from its node (the inverse of `assume`).
-    pub fn forget(&mut self, id: PodId) {
-        let Some(node) = self.node_of[id.index()].take() else {
-            return;
-        };
+    /// Removes a pod from its node (the inverse of `assume`); returns the devices it held,
+    /// for [`reassume`](Self::reassume).
+    pub fn forget(&mut self, id: PodId) -> Option<NodeAllocation> {
+        let node = self.node_of[id.index()].take()?;
         self.generation += 1;
-        if let (Some(a), Some(dra)) = (self.allocations[id.index()].take(), self.dra.as_mut()) {
-            dra.release(&a);
+        let held = self.allocations[id.index()].take();
+        if let (Some(a), Some(dra)) = (&held, self.dra.as_mut()) {
+            dra.release(a);
         }
         let pod = &self.cluster.pods[id.index()];
         let base = node.index() * self.width;
@@ -303,6 +319,7 @@ impl<'c> Snapshot<'c> {
         if !pod.pod_anti_affinity.required.is_empty() {
             self.bound_with_required_anti_affinity -= 1;
         }
+        held
     }
 }
 
