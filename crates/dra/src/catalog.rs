@@ -174,6 +174,11 @@ pub(crate) struct Catalog {
     pub node_devices: Vec<Vec<DeviceId>>,
     /// Incomplete or invalid pools each node reaches (they block `All` requests).
     pub node_unusable_pools: Vec<Vec<u32>>,
+    /// Nodes with the same class have device lists that are alike in everything the allocator
+    /// reads but names and ids (drivers, attributes, capacities, taints, in the same order),
+    /// so the same claims against the same usage get the same answer. `None`: the node reaches
+    /// shared counters, devices of other nodes or unusable pools, and has no class.
+    pub node_class: Vec<Option<u32>>,
     pub counter_totals: Vec<i64>,
     /// (pool, counter set, counter) of each counter id.
     pub counter_names: Vec<(u32, String, String)>,
@@ -505,7 +510,39 @@ impl Catalog {
             list.sort_unstable();
             list.dedup();
         }
+        cat.node_class = cat.node_classes();
         Ok(cat)
+    }
+
+    fn node_classes(&self) -> Vec<Option<u32>> {
+        let mut classes: HashMap<String, u32> = HashMap::new();
+        (0..self.node_devices.len())
+            .map(|n| {
+                if !self.node_unusable_pools[n].is_empty() {
+                    return None;
+                }
+                let mut key = String::new();
+                for &d in &self.node_devices[n] {
+                    let e = self.device(d);
+                    if !matches!(e.visibility, Visibility::Node(_)) || !e.consumes.is_empty() {
+                        return None;
+                    }
+                    use std::fmt::Write;
+                    let _ = write!(
+                        key,
+                        "{}|{:?}|{:?}|{:?}|{}|{};",
+                        self.pools[e.pool as usize].driver,
+                        e.attrs,
+                        e.capacity,
+                        e.taints,
+                        e.multi,
+                        e.binds_to_node
+                    );
+                }
+                let next = classes.len() as u32;
+                Some(*classes.entry(key).or_insert(next))
+            })
+            .collect()
     }
 
     pub fn device_id(&self, driver: &str, pool: &str, device: &str) -> Option<DeviceId> {

@@ -20,12 +20,14 @@
 pub mod catalog;
 mod claims;
 pub mod error;
+pub mod load;
 mod search;
 pub mod selector;
 pub mod state;
 
 pub use catalog::DeviceId;
 pub use error::{DraError, Unfit, UnfitReason};
+pub use load::{DEVICE_UNITS, DeviceLoad};
 pub use state::{
     AllocatedDevice, ClaimAllocation, ClaimId, ClaimRef, DraInputs, DraState, Limits,
     NodeAllocation, RequestRef, TemplateId,

@@ -7,6 +7,7 @@
 //! wins. Every placement attempt counts as a step; past the step bound the search stops.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -16,8 +17,8 @@ use lockstep_model::node::tolerated;
 
 use crate::catalog::{AttrValue, CapacitySlot, Catalog, DeviceEntry, DeviceId};
 use crate::claims::{AltC, ConstraintC, Match, SpecC};
-use crate::state::Shared;
 use crate::error::{Unfit, UnfitReason};
+use crate::state::Shared;
 use crate::state::{
     AllocatedDevice, ClaimAllocation, ClaimRef, DraState, NodeAllocation, RequestRef,
 };
@@ -226,9 +227,13 @@ fn same_for_distinct(cat: &Catalog, a: AttrValue, b: AttrValue) -> bool {
 
 fn spec_of(shared: &Shared, c: ClaimRef) -> Result<&SpecC, Unfit> {
     match c {
-        ClaimRef::Claim(id) => shared.claims.get(id.index()).map(|s| &s.spec).ok_or_else(|| {
-            Unfit::with_detail(UnfitReason::ClaimNotFound, format!("claim id {}", id.0))
-        }),
+        ClaimRef::Claim(id) => shared
+            .claims
+            .get(id.index())
+            .map(|s| &s.spec)
+            .ok_or_else(|| {
+                Unfit::with_detail(UnfitReason::ClaimNotFound, format!("claim id {}", id.0))
+            }),
         ClaimRef::Template(id) => shared
             .templates
             .get(id.index())
@@ -252,9 +257,90 @@ pub(crate) fn allocate(
 }
 
 /// Whether `claims` can be allocated on `node` (see [`DraState::fits`]): the search of
-/// [`allocate`] without building the result.
+/// [`allocate`] without building the result, its answer remembered when the claims are all
+/// from templates and the node has a class.
 pub(crate) fn fits(state: &DraState, node: NodeId, claims: &[ClaimRef]) -> Result<(), Unfit> {
-    with_scratch(|w| search(state, node, claims, w))
+    let shared = state.shared();
+    let class = shared
+        .catalog
+        .node_class
+        .get(node.index())
+        .copied()
+        .flatten();
+    let (Some(class), true) = (
+        class,
+        claims.iter().all(|c| matches!(c, ClaimRef::Template(_))),
+    ) else {
+        return with_scratch(|w| search(state, node, claims, w));
+    };
+    FIT_KEY.with(|cell| {
+        let mut key = cell.borrow_mut();
+        fit_key(state, node, class, claims, &mut key);
+        let cache = &shared.fit_cache;
+        if let Some(answer) = cache.get(&key) {
+            return answer.map_err(|reason| Unfit {
+                reason,
+                detail: None,
+            });
+        }
+        let answer = with_scratch(|w| search(state, node, claims, w));
+        cache.insert(&key, answer.as_ref().map(|_| ()).map_err(|u| u.reason));
+        answer
+    })
+}
+
+thread_local! {
+    static FIT_KEY: RefCell<Vec<i64>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Everything the search's answer depends on besides the node's class: the step bound, the
+/// claims, and the usage of each of the node's devices.
+fn fit_key(state: &DraState, node: NodeId, class: u32, claims: &[ClaimRef], key: &mut Vec<i64>) {
+    let cat = &state.shared().catalog;
+    let usage = state.usage();
+    key.clear();
+    key.push(state.limits().max_search_steps as i64);
+    key.push(i64::from(class));
+    key.push(claims.len() as i64);
+    key.extend(claims.iter().map(|c| match c {
+        ClaimRef::Template(t) => i64::from(t.0),
+        ClaimRef::Claim(c) => -1 - i64::from(c.0),
+    }));
+    for &d in &cat.node_devices[node.index()] {
+        let e = cat.device(d);
+        key.push(i64::from(usage.exclusive[d.index()]));
+        if e.multi {
+            key.push(i64::from(usage.shares[d.index()]));
+            let start = e.cap_offset as usize;
+            key.extend_from_slice(&usage.capacity_used[start..start + e.capacity.len()]);
+        }
+    }
+}
+
+/// A remembered answer of [`fits`].
+type FitAnswer = Result<(), UnfitReason>;
+
+/// Remembered answers of [`fits`]; cleared when it grows past [`FitCache::MAX_ENTRIES`].
+#[derive(Debug, Default)]
+pub(crate) struct FitCache {
+    map: std::sync::Mutex<HashMap<Box<[i64]>, FitAnswer>>,
+}
+
+impl FitCache {
+    const MAX_ENTRIES: usize = 1 << 16;
+
+    fn get(&self, key: &[i64]) -> Option<FitAnswer> {
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(key).copied()
+    }
+
+    fn insert(&self, key: &[i64], answer: FitAnswer) {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= Self::MAX_ENTRIES {
+            map.clear();
+        }
+        map.insert(key.into(), answer);
+    }
 }
 
 fn with_scratch<T>(f: impl FnOnce(&mut Scratch) -> T) -> T {
@@ -590,12 +676,7 @@ impl Search<'_> {
         }
         let (need, all, first, n) = {
             let alt = &self.w.alts[a];
-            (
-                alt.need,
-                alt.all,
-                alt.cands.start as usize,
-                alt.cands.len(),
-            )
+            (alt.need, alt.all, alt.cands.start as usize, alt.cands.len())
         };
         if k == need {
             return self.request(r + 1);
@@ -696,8 +777,8 @@ impl Search<'_> {
 
         // Counters (a shared device consumes them once).
         let log_start = self.w.counter_log.len() as u32;
-        let already = e.multi
-            && (usage.shares[dev.index()] > 0 || self.w.taken.iter().any(|t| t.dev == dev));
+        let already =
+            e.multi && (usage.shares[dev.index()] > 0 || self.w.taken.iter().any(|t| t.dev == dev));
         if !already && !e.consumes.is_empty() {
             for &(id, amount) in &e.consumes {
                 self.add_delta(id, amount);
@@ -790,8 +871,7 @@ impl Search<'_> {
             match &mut self.w.constraints[base + j] {
                 CState::Match { count, .. } => *count -= 1,
                 CState::Distinct { .. } => {
-                    if let Some(pos) = self.w.distinct.iter().rposition(|&(at, _)| at == base + j)
-                    {
+                    if let Some(pos) = self.w.distinct.iter().rposition(|&(at, _)| at == base + j) {
                         self.w.distinct.remove(pos);
                     }
                 }

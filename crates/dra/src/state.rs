@@ -160,6 +160,9 @@ pub(crate) struct Shared {
     pub templates: Vec<CompiledClaim>,
     claim_ids: HashMap<(String, String), ClaimId>,
     template_ids: HashMap<(String, String), TemplateId>,
+    /// Answers of [`DraState::fits`] by (claims, node class, device usage), shared by the
+    /// clones of a state (the key holds all they can differ in).
+    pub fit_cache: crate::search::FitCache,
 }
 
 /// The DRA view of a cluster: devices, classes, claims, templates, and which devices are in
@@ -253,6 +256,7 @@ impl DraState {
                 templates,
                 claim_ids,
                 template_ids,
+                fit_cache: Default::default(),
             }),
             usage,
             limits,
@@ -434,20 +438,6 @@ impl DraState {
         self.usage.exclusive[device.index()] > 0 || self.usage.shares[device.index()] > 0
     }
 
-    /// How many of the devices `node` can reach are in use (exclusively or shared), and how
-    /// many it can reach.
-    pub fn node_devices_in_use(&self, node: NodeId) -> (usize, usize) {
-        let devices = self
-            .shared
-            .catalog
-            .node_devices
-            .get(node.index())
-            .map(Vec::as_slice)
-            .unwrap_or(&[]);
-        let used = devices.iter().filter(|d| self.device_in_use(**d)).count();
-        (used, devices.len())
-    }
-
     /// Finds an allocation of `claims` on `node` without changing anything: claims already
     /// allocated must be usable from the node, the others are allocated by the search.
     pub fn try_allocate(&self, node: NodeId, claims: &[ClaimRef]) -> Result<NodeAllocation, Unfit> {
@@ -455,7 +445,9 @@ impl DraState {
     }
 
     /// Whether [`try_allocate`](Self::try_allocate) would succeed, with the same answer and the
-    /// same reason when not; faster, as it builds no allocation (the filter's question).
+    /// same reason when not (the detail may be left out); faster, as it builds no allocation
+    /// and remembers answers for nodes whose devices are alike and used alike (the filter's
+    /// question).
     pub fn fits(&self, node: NodeId, claims: &[ClaimRef]) -> Result<(), Unfit> {
         search::fits(self, node, claims)
     }

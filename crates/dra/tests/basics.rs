@@ -455,3 +455,56 @@ fn the_state_can_be_shared_between_threads() {
     assert_traits::<lockstep_dra::DraState>();
     assert_traits::<lockstep_dra::NodeAllocation>();
 }
+
+#[test]
+fn fits_answers_alike_nodes_by_their_own_usage() {
+    // Three nodes with alike devices; a fourth with other models.
+    let mut w = World::new();
+    for n in ["node-a", "node-b", "node-c", "node-d"] {
+        w.nodes.push(node(n, &[]));
+        let model = if n == "node-d" { "T4" } else { "A100" };
+        w.slices.push(slice_on(
+            &format!("{n}-gpus"),
+            n,
+            n,
+            vec![
+                gpu("gpu-0", model, 80, "pci0", 0),
+                gpu("gpu-1", model, 80, "pci0", 0),
+            ],
+        ));
+    }
+    w.templates = vec![template(
+        "two-a100",
+        vec![request(
+            "gpu",
+            selecting(
+                exact("gpu", 2),
+                &["device.attributes['gpu.example.com'].model == 'A100'"],
+            ),
+        )],
+        vec![],
+    )];
+    let mut st = w.state();
+    let t = template_ref(&st, "two-a100");
+    let [a, b, c, d] = ["node-a", "node-b", "node-c", "node-d"].map(|n| node_id(&w, n));
+    for n in [a, b, c] {
+        assert!(st.fits(n, &[t]).is_ok());
+    }
+    assert_eq!(
+        st.fits(d, &[t]).unwrap_err().reason,
+        UnfitReason::CannotAllocateAllClaims
+    );
+    // Node b's devices taken: only b stops fitting, however often asked.
+    let on_b = st.try_allocate(b, &[t]).unwrap();
+    st.reserve(&on_b);
+    for _ in 0..2 {
+        assert!(st.fits(a, &[t]).is_ok());
+        assert!(st.fits(b, &[t]).is_err());
+        assert!(st.fits(c, &[t]).is_ok());
+    }
+    // A clone that gives them back answers for itself.
+    let mut other = st.clone();
+    other.release(&on_b);
+    assert!(other.fits(b, &[t]).is_ok());
+    assert!(st.fits(b, &[t]).is_err());
+}

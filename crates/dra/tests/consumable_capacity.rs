@@ -322,3 +322,29 @@ fn an_allocation_naming_an_unknown_request_is_bad_input() {
         "{e}"
     );
 }
+
+#[test]
+fn device_load_counts_shares_by_their_most_used_capacity() {
+    // Two shared GPUs and a NIC the GPU class does not select.
+    let nic = device("nic-0", &[]);
+    let mut w = world(
+        vec![shared_gpu("gpu-0", None), shared_gpu("gpu-1", None), nic],
+        vec![("quarter", asking(Some(20))), ("whole", exact("gpu", 2))],
+    );
+    w.classes[0].selectors = vec!["device.attributes['gpu.example.com'].model == 'A100'".into()];
+    let mut st = w.state();
+    let n = node_id(&w, "node-a");
+    let (quarter, whole) = (template_ref(&st, "quarter"), template_ref(&st, "whole"));
+    let load = st.device_load(n, &[quarter]);
+    assert_eq!(
+        (load.used, load.demand, load.total),
+        (0, 250, 2000),
+        "the NIC does not count; a quarter of a GPU is 250 units"
+    );
+    assert_eq!(st.device_load(n, &[whole]).demand, 2000);
+    let a = st.try_allocate(n, &[quarter]).unwrap();
+    st.reserve(&a);
+    assert_eq!(st.device_load(n, &[quarter]).used, 250);
+    st.release(&a);
+    assert_eq!(st.device_load(n, &[quarter]).used, 0);
+}

@@ -704,7 +704,10 @@ impl<'c> Scheduler<'c> {
             });
             let mut chosen = Vec::new();
             for p in order {
-                let held = lifted.iter().find(|l| l.pod == p).and_then(|l| l.held.clone());
+                let held = lifted
+                    .iter()
+                    .find(|l| l.pod == p)
+                    .and_then(|l| l.held.clone());
                 self.snapshot.reassume(p, node, held);
                 if !self.framework.fits_on(&self.snapshot, pod_id, node) {
                     self.snapshot.forget(p);

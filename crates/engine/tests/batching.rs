@@ -157,26 +157,35 @@ fn pods_with_template_claims_on_node_local_devices_batch_identically() {
 }
 
 #[test]
-fn device_packing_score_batches_identically() {
+fn device_score_batches_identically_and_follows_the_strategy() {
+    use lockstep_engine::config::ScoringStrategyType;
     let cluster = testkit::dra_gpus(40, 150, 20);
-    let mut options = Options::default();
-    options.profile.scores.push(("DynamicResources".into(), 5));
-    let run_with = |batching: bool| {
-        let mut s = Scheduler::new(
-            &cluster,
-            Options {
-                batching,
-                ..options.clone()
-            },
-        )
-        .unwrap();
-        s.run()
+    let nodes_used = |kind: ScoringStrategyType| {
+        let mut options = Options::default();
+        options.profile.scores.push(("DynamicResources".into(), 5));
+        options.profile.scoring_strategy.kind = kind;
+        let run_with = |batching: bool| {
+            let mut s = Scheduler::new(
+                &cluster,
+                Options {
+                    batching,
+                    ..options.clone()
+                },
+            )
+            .unwrap();
+            s.run()
+        };
+        let batched = run_with(true);
+        assert_eq!(batched, run_with(false), "{kind:?}");
+        let mut nodes: Vec<_> = batched.bindings.iter().map(|(_, n)| *n).collect();
+        nodes.sort();
+        nodes.dedup();
+        nodes.len()
     };
-    let batched = run_with(true);
-    assert_eq!(batched, run_with(false));
-    // Packing: the single-GPU pods fill nodes one after another instead of spreading.
-    let mut nodes_used: Vec<_> = batched.bindings.iter().map(|(_, n)| *n).collect();
-    nodes_used.sort();
-    nodes_used.dedup();
-    assert!(nodes_used.len() < 40, "{} nodes used", nodes_used.len());
+    // 150 single-GPU and 20 four-GPU pods need 230 of 320 GPUs.
+    // MostAllocated packs devices: nodes fill one after another (230 GPUs on 29 nodes).
+    let packed = nodes_used(ScoringStrategyType::MostAllocated);
+    assert!(packed <= 30, "{packed} nodes used");
+    // LeastAllocated spreads them: every node gets some.
+    assert_eq!(nodes_used(ScoringStrategyType::LeastAllocated), 40);
 }

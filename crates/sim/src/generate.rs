@@ -2,14 +2,19 @@
 //! function of the seed (ChaCha8, so the same seed gives the same trace on every platform
 //! and every release of `rand`).
 //!
-//! Cluster: `racks` racks of `nodes_per_rack` GPU nodes (128 CPU, 1 TiB, `gpus_per_node`
-//! GPUs, labelled with their rack and tainted `nvidia.com/gpu=present:NoSchedule`) plus
-//! `cpu_nodes` CPU nodes (64 CPU, 256 GiB).
+//! Cluster: `racks` racks of `nodes_per_rack` GPU nodes (128 CPU, 1 TiB, labelled with their
+//! rack and GPU model, tainted `nvidia.com/gpu=present:NoSchedule`) plus `cpu_nodes` CPU
+//! nodes (64 CPU, 256 GiB). GPUs are Dynamic Resource Allocation devices of driver
+//! [`DRIVER`]: each GPU node publishes a ResourceSlice of `gpus_per_node` devices (attribute
+//! `model`, shareable through a consumable capacity `milli` of 1000), and a DeviceClass `gpu`
+//! selects them.
 //!
 //! Workload: `jobs` jobs in three PriorityClasses (`production` 1000, `research` 500, `spot`
-//! 0): 8% CPU-only pods, 57% single GPU pods (1, 2, 4 or 8 GPUs), 35% gangs of 2 to 64
-//! workers (1 to 8 GPUs each) as PodGroups with `minCount` = all workers, half of those that
-//! fit in one rack constrained to one rack. Each GPU asks for 12 CPU and 96 GiB beside it.
+//! 0): 8% CPU-only pods, 57% single GPU pods (1, 2, 4 or 8 GPUs; a quarter of the one-GPU
+//! pods share a GPU, asking for 250 or 500 milli of it), 35% gangs of 2 to 64 workers (1 to 8
+//! GPUs each) as PodGroups with `minCount` = all workers, half of those that fit in one rack
+//! constrained to one rack. GPU pods claim their devices through ResourceClaimTemplates.
+//! Each GPU asks for 12 CPU and 96 GiB beside it (a shared GPU for its share of that).
 //! Durations are log-normal (heavy-tailed: medians 10 min for CPU pods, 30 min for single
 //! GPU pods, 1 h for gangs), between one minute and two days. Arrivals are a Poisson process
 //! whose rate makes the offered GPU load `load` times the cluster's GPU capacity.
@@ -17,7 +22,13 @@
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::trace::{JobSpec, PodShape, RACK_LABEL, Trace, TraceBuilder, gib};
+use crate::trace::{GPU_MODEL_LABEL, JobSpec, PodShape, RACK_LABEL, Trace, TraceBuilder, gib};
+
+/// The DRA driver the scenario's GPUs are published under.
+pub const DRIVER: &str = "gpu.nvidia.com";
+
+/// The GPU model of the scenario's nodes (label [`GPU_MODEL_LABEL`], device attribute `model`).
+pub const GPU_MODEL: &str = "NVIDIA-H100-80GB-HBM3";
 
 /// The parameters of the embedded default scenario.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,6 +96,7 @@ impl DefaultScenario {
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
         let mut b = TraceBuilder::new();
         b.taint_gpu_nodes();
+        b.dra_gpus(DRIVER);
         for (name, value) in PRIORITY_CLASSES {
             b.priority_class(name, value);
         }
@@ -96,7 +108,7 @@ impl DefaultScenario {
                     128_000,
                     gib(1024),
                     self.gpus_per_node,
-                    &[(RACK_LABEL, &rack)],
+                    &[(RACK_LABEL, &rack), (GPU_MODEL_LABEL, GPU_MODEL)],
                 );
             }
         }
@@ -123,8 +135,8 @@ impl DefaultScenario {
             b.job(d.spec);
         }
         b.note(format!(
-            "generated: {} racks x {} nodes x {} GPUs + {} CPU nodes; {} jobs at {:.0}% offered \
-             GPU load; seed {}",
+            "generated: {} racks x {} nodes x {} GPUs (DRA devices of {DRIVER}) + {} CPU nodes; \
+             {} jobs at {:.0}% offered GPU load; seed {}",
             self.racks,
             self.nodes_per_rack,
             self.gpus_per_node,
@@ -154,9 +166,18 @@ impl DefaultScenario {
         } else if kind < 0.65 {
             let gpus = pick(rng, &[(1, 0.55), (2, 0.15), (4, 0.15), (8, 0.15)]);
             let class = pick(rng, &[(0, 0.10), (1, 0.50), (2, 0.40)]);
+            let shape = if gpus == 1 && rng.random::<f64>() < 0.25 {
+                let milli = pick(rng, &[(250i64, 0.5), (500, 0.5)]);
+                PodShape {
+                    gpu_milli: milli,
+                    ..PodShape::new(12 * milli, gib(96) * milli / 1000, 1)
+                }
+            } else {
+                gpu_pod(gpus)
+            };
             (
                 format!("gpu-{i:05}"),
-                vec![gpu_pod(gpus)],
+                vec![shape],
                 false,
                 None,
                 class,
@@ -192,9 +213,9 @@ impl DefaultScenario {
         let duration = log_normal(rng, median, sigma)
             .clamp(60.0, 2.0 * 86400.0)
             .round();
-        let gpus: i64 = pods.iter().map(|p| p.gpus).sum();
+        let gpu_milli: i64 = pods.iter().map(|p| p.gpus * p.gpu_milli).sum();
         Draft {
-            gpu_seconds: gpus as f64 * duration,
+            gpu_seconds: gpu_milli as f64 / 1000.0 * duration,
             spec: JobSpec {
                 name,
                 arrival: 0,
@@ -243,7 +264,25 @@ mod tests {
         }
         .build();
         assert_eq!(t.cluster.nodes.len(), 32 * 8 + 32);
-        assert_eq!(t.capacity(crate::trace::GPU), 2048);
+        // GPUs are DRA devices, not the extended resource.
+        assert_eq!(t.gpus(), 2048);
+        assert_eq!(t.capacity(crate::trace::GPU), 0);
+        assert_eq!(t.cluster.resource_slices.len(), 32 * 8);
+        assert!(
+            t.cluster
+                .resource_slices
+                .iter()
+                .all(|s| s.driver == DRIVER && s.devices.len() == 8)
+        );
+        let gpu_pods = t.pod_gpu_milli.iter().filter(|&&m| m > 0).count();
+        let with_claims = t
+            .cluster
+            .pods
+            .iter()
+            .filter(|p| !p.resource_claims.is_empty())
+            .count();
+        assert_eq!(gpu_pods, with_claims);
+        assert!(t.pod_gpu_milli.iter().any(|&m| m == 250 || m == 500));
         assert!(t.jobs.iter().any(|j| j.gang && j.pods.len() >= 16));
         assert!(t.jobs.iter().all(|j| j.pods.len() <= 64));
         assert_eq!(t.priority_classes(), vec!["production", "research", "spot"]);

@@ -100,15 +100,19 @@ fn kebab(s: &str) -> String {
     out
 }
 
-/// The profile simulations start from: the engine's default, with `nvidia.com/gpu` scored by
-/// NodeResourcesFit beside cpu and memory (weight 1) so that LeastAllocated spreads and
-/// MostAllocated packs GPUs. A profile whose scored resources were configured is left alone.
+/// The profile simulations start from: the engine's default, with GPUs scored beside cpu and
+/// memory so that LeastAllocated spreads and MostAllocated packs them: `nvidia.com/gpu` by
+/// NodeResourcesFit (weight 1) and DRA devices by the DynamicResources score (weight 1, the
+/// same strategy). Scored resources or score plugins the profile configured are left alone.
 pub fn gpu_aware(mut profile: Profile) -> Profile {
     if profile.scoring_strategy.resources == ScoringStrategy::default().resources {
         profile.scoring_strategy.resources.push(ResourceWeight {
             name: crate::trace::GPU.into(),
             weight: 1,
         });
+    }
+    if profile.scores == Profile::default().scores {
+        profile.scores.push(("DynamicResources".into(), 1));
     }
     profile
 }
@@ -141,7 +145,9 @@ mod tests {
     fn gpu_is_scored_unless_configured() {
         let p = gpu_aware(Profile::default());
         assert_eq!(p.scoring_strategy.resources.len(), 3);
+        assert!(p.scores.contains(&("DynamicResources".to_string(), 1)));
         let again = gpu_aware(p.clone());
         assert_eq!(again.scoring_strategy.resources.len(), 3);
+        assert_eq!(again.scores.len(), p.scores.len());
     }
 }

@@ -265,7 +265,7 @@ fn identical_notes(metrics: &Metrics) -> Vec<String> {
         .filter_map(|(i, same)| {
             same.map(|j| {
                 format!(
-                    "{} gave the same results as {}: the setting that differs changed no decision here",
+                    "{} gave the same metrics as {}: the setting that differs changed none of them here",
                     metrics.runs[i].policy.name, metrics.runs[j].policy.name
                 )
             })

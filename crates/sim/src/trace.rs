@@ -394,14 +394,14 @@ impl TraceBuilder {
             if shape.gpus > 0 && self.dra_driver.is_none() {
                 pod.requests.set(self.gpu, shape.gpus);
                 gpus += shape.gpus;
-                if self.taint_gpu_nodes {
-                    pod.tolerations.push(Toleration {
-                        key: GPU.into(),
-                        operator: TolerationOperator::Exists,
-                        value: String::new(),
-                        effect: Some(TaintEffect::NoSchedule),
-                    });
-                }
+            }
+            if shape.gpus > 0 && self.taint_gpu_nodes {
+                pod.tolerations.push(Toleration {
+                    key: GPU.into(),
+                    operator: TolerationOperator::Exists,
+                    value: String::new(),
+                    effect: Some(TaintEffect::NoSchedule),
+                });
             }
             if !shape.gpu_models.is_empty() && self.dra_driver.is_none() {
                 pod.node_affinity = NodeAffinity {

@@ -4,17 +4,23 @@
 //! is assumed onto the node and released when it is forgotten (rollback, eviction).
 //!
 //! Score (not in the default profile, as kube-scheduler has none; enable it in `--config`):
-//! the share of the node's devices already in use, exclusively or shared, so pods with
-//! claims pack onto nodes whose devices are busy and whole nodes stay free (device
-//! bin-packing; with shareable GPUs, small pods fill partly used GPUs first).
+//! the devices the pod's claims could use on the node, scored with the profile's
+//! NodeResourcesFit strategy as one more resource: LeastAllocated prefers nodes whose devices
+//! are least used after placing the pod (spreading), MostAllocated the most used (device
+//! bin-packing: small pods fill partly used GPUs, whole GPUs and nodes stay free),
+//! RequestedToCapacityRatio follows its shape. Devices count in [`lockstep_dra::DEVICE_UNITS`]
+//! (a shared device by the share of its most used capacity), see [`lockstep_dra::DeviceLoad`].
 
 use lockstep_dra::UnfitReason;
 use lockstep_model::{NodeId, Pod};
 
-use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason, Signature};
+use crate::framework::{CycleState, Plugin, PreFilter, Reason, Signature};
+use crate::plugins::node_resources_fit::Strategy;
 use crate::snapshot::{PodClaims, Snapshot};
 
-pub struct DynamicResources;
+pub struct DynamicResources {
+    pub strategy: Strategy,
+}
 
 #[derive(Debug, Default)]
 pub struct DraFilterState {
@@ -40,14 +46,16 @@ impl Plugin for DynamicResources {
     ) -> bool {
         snap.dra.is_some() && matches!(snap.claims(state.pod), PodClaims::Refs(_))
     }
-    fn score(&self, snap: &Snapshot, _pod: &Pod, _state: &CycleState, node: NodeId) -> i64 {
-        let Some(dra) = snap.dra.as_ref() else {
+    fn score(&self, snap: &Snapshot, _pod: &Pod, state: &CycleState, node: NodeId) -> i64 {
+        let (Some(dra), PodClaims::Refs(refs)) = (snap.dra.as_ref(), snap.claims(state.pod)) else {
             return 0;
         };
-        match dra.node_devices_in_use(node) {
-            (_, 0) => 0,
-            (used, total) => (used * MAX_NODE_SCORE as usize / total) as i64,
+        let load = dra.device_load(node, refs);
+        if load.total == 0 {
+            return 0;
         }
+        self.strategy
+            .resource_score(load.used + load.demand, load.total)
     }
     fn sign(&self, snap: &Snapshot, pod: &Pod, sig: &mut Signature) -> bool {
         if pod.resource_claims.is_empty() {

@@ -32,7 +32,9 @@ pub fn build(name: &str, profile: &Profile, names: &ResourceNames) -> Option<Box
             balanced_allocation::BalancedAllocation::new(&profile.balanced_resources, names),
         ),
         "PodTopologySpread" => Box::new(pod_topology_spread::PodTopologySpread),
-        "DynamicResources" => Box::new(dynamic_resources::DynamicResources),
+        "DynamicResources" => Box::new(dynamic_resources::DynamicResources {
+            strategy: node_resources_fit::Strategy::new(&profile.scoring_strategy),
+        }),
         "InterPodAffinity" => Box::new(inter_pod_affinity::InterPodAffinity {
             hard_pod_affinity_weight: profile.hard_pod_affinity_weight,
         }),

@@ -13,11 +13,9 @@ const MAX_CUSTOM_PRIORITY_SCORE: i64 = 10;
 const MAX_UTILIZATION: i64 = 100;
 
 pub struct NodeResourcesFit {
-    kind: ScoringStrategyType,
+    strategy: Strategy,
     /// Scored resources (None: no node has it) and their weights.
     resources: Vec<(Option<ResourceId>, i64)>,
-    /// (utilization 0..100, score 0..100) points, ascending.
-    shape: Vec<(i64, i64)>,
 }
 
 #[derive(Debug, Default)]
@@ -26,15 +24,19 @@ pub struct FitScoreState {
     pod_requests: Vec<i64>,
 }
 
-impl NodeResourcesFit {
-    pub fn new(strategy: &ScoringStrategy, names: &lockstep_model::ResourceNames) -> Self {
-        NodeResourcesFit {
+/// A scoring strategy's score of one resource from its requested amount (the pod's included)
+/// and capacity; shared with DynamicResources, which scores devices the same way.
+#[derive(Debug, Clone)]
+pub struct Strategy {
+    pub kind: ScoringStrategyType,
+    /// (utilization 0..100, score 0..100) points, ascending.
+    shape: Vec<(i64, i64)>,
+}
+
+impl Strategy {
+    pub fn new(strategy: &ScoringStrategy) -> Self {
+        Strategy {
             kind: strategy.kind,
-            resources: strategy
-                .resources
-                .iter()
-                .map(|r| (names.get(&r.name), r.weight))
-                .collect(),
             shape: strategy
                 .shape
                 .iter()
@@ -48,7 +50,7 @@ impl NodeResourcesFit {
         }
     }
 
-    fn resource_score(&self, requested: i64, capacity: i64) -> i64 {
+    pub fn resource_score(&self, requested: i64, capacity: i64) -> i64 {
         match self.kind {
             ScoringStrategyType::LeastAllocated => {
                 if capacity == 0 || requested > capacity {
@@ -86,6 +88,19 @@ impl NodeResourcesFit {
             }
         }
         s.last().map_or(0, |x| x.1)
+    }
+}
+
+impl NodeResourcesFit {
+    pub fn new(strategy: &ScoringStrategy, names: &lockstep_model::ResourceNames) -> Self {
+        NodeResourcesFit {
+            strategy: Strategy::new(strategy),
+            resources: strategy
+                .resources
+                .iter()
+                .map(|r| (names.get(&r.name), r.weight))
+                .collect(),
+        }
     }
 }
 
@@ -178,13 +193,13 @@ impl Plugin for NodeResourcesFit {
                 ResourceId::MEMORY => nz[1],
                 _ => snap.requested(node, r),
             } + pod_req;
-            total += self.resource_score(requested, capacity) * w;
+            total += self.strategy.resource_score(requested, capacity) * w;
             weights += w;
         }
         if weights == 0 {
             return 0;
         }
-        if self.kind == ScoringStrategyType::RequestedToCapacityRatio {
+        if self.strategy.kind == ScoringStrategyType::RequestedToCapacityRatio {
             // kube-scheduler rounds here (math.Round of the weighted mean).
             (total * 2 + weights) / (2 * weights)
         } else {
@@ -231,24 +246,24 @@ mod tests {
     #[test]
     fn least_allocated_prefers_empty() {
         let p = plugin(ScoringStrategyType::LeastAllocated);
-        assert_eq!(p.resource_score(0, 4000), 100);
-        assert_eq!(p.resource_score(1000, 4000), 75);
-        assert_eq!(p.resource_score(5000, 4000), 0);
+        assert_eq!(p.strategy.resource_score(0, 4000), 100);
+        assert_eq!(p.strategy.resource_score(1000, 4000), 75);
+        assert_eq!(p.strategy.resource_score(5000, 4000), 0);
     }
 
     #[test]
     fn most_allocated_prefers_full() {
         let p = plugin(ScoringStrategyType::MostAllocated);
-        assert_eq!(p.resource_score(1000, 4000), 25);
-        assert_eq!(p.resource_score(5000, 4000), 100);
+        assert_eq!(p.strategy.resource_score(1000, 4000), 25);
+        assert_eq!(p.strategy.resource_score(5000, 4000), 100);
     }
 
     #[test]
     fn requested_to_capacity_ratio_follows_shape() {
         let p = plugin(ScoringStrategyType::RequestedToCapacityRatio);
-        assert_eq!(p.resource_score(0, 4000), 0);
-        assert_eq!(p.resource_score(2000, 4000), 50);
-        assert_eq!(p.resource_score(4000, 4000), 100);
-        assert_eq!(p.resource_score(8000, 4000), 100);
+        assert_eq!(p.strategy.resource_score(0, 4000), 0);
+        assert_eq!(p.strategy.resource_score(2000, 4000), 50);
+        assert_eq!(p.strategy.resource_score(4000, 4000), 100);
+        assert_eq!(p.strategy.resource_score(8000, 4000), 100);
     }
 }
