@@ -157,42 +157,56 @@ impl Report {
     pub fn table(&self) -> String {
         use std::fmt::Write;
         let mut out = String::new();
-        let section = |out: &mut String, title: &str, head: [&str; 2], rows: Vec<[String; 2]>| {
+        // A titled table; every column but the last is padded to its widest cell.
+        let section = |out: &mut String, title: &str, head: &[&str], rows: Vec<Vec<String>>| {
             if rows.is_empty() {
                 return;
             }
-            let w = rows
-                .iter()
-                .map(|r| r[0].len())
-                .chain([head[0].len()])
-                .max()
-                .unwrap_or(0);
+            let last = head.len() - 1;
+            let widths: Vec<usize> = (0..last)
+                .map(|c| {
+                    rows.iter()
+                        .map(|r| r[c].len())
+                        .chain([head[c].len()])
+                        .max()
+                        .unwrap_or(0)
+                })
+                .collect();
+            let line = |out: &mut String, cells: &[&str]| {
+                out.push_str("  ");
+                for (c, w) in widths.iter().enumerate() {
+                    let _ = write!(out, "{:<w$}  ", cells[c]);
+                }
+                let _ = writeln!(out, "{}", cells[last]);
+            };
             let _ = writeln!(out, "{title}");
-            let _ = writeln!(out, "  {:<w$}  {}", head[0], head[1]);
-            for r in rows {
-                let _ = writeln!(out, "  {:<w$}  {}", r[0], r[1]);
+            line(out, head);
+            for r in &rows {
+                line(out, &r.iter().map(String::as_str).collect::<Vec<_>>());
             }
             out.push('\n');
         };
         section(
             &mut out,
             "BOUND",
-            ["POD", "NODE"],
+            &["POD", "NODE"],
             self.bindings
                 .iter()
-                .map(|b| [b.pod.clone(), b.node.clone()])
+                .map(|b| vec![b.pod.clone(), b.node.clone()])
                 .collect(),
         );
         section(
             &mut out,
             "EVICTED",
-            ["POD", "NODE / PREEMPTOR / REASON"],
+            &["POD", "NODE", "PREEMPTOR", "REASON"],
             self.evictions
                 .iter()
                 .map(|e| {
-                    [
+                    vec![
                         e.pod.clone(),
-                        format!("{} / {} / {}", e.node, e.preemptor, e.reason),
+                        e.node.clone(),
+                        e.preemptor.clone(),
+                        e.reason.clone(),
                     ]
                 })
                 .collect(),
@@ -205,16 +219,16 @@ impl Report {
             section(
                 &mut out,
                 title,
-                ["POD", "MESSAGE"],
+                &["POD", "MESSAGE"],
                 list.iter()
-                    .map(|m| [m.pod.clone(), m.message.clone()])
+                    .map(|m| vec![m.pod.clone(), m.message.clone()])
                     .collect(),
             );
         }
         section(
             &mut out,
             "DEVICES",
-            ["POD", "CLAIM  NODE  DEVICES"],
+            &["POD", "CLAIM", "NODE", "DEVICES"],
             self.allocations
                 .iter()
                 .map(|a| {
@@ -223,9 +237,11 @@ impl Report {
                         .iter()
                         .map(|d| format!("{}={}/{}/{}", d.request, d.driver, d.pool, d.device))
                         .collect();
-                    [
+                    vec![
                         a.pod.clone(),
-                        format!("{}  {}  {}", a.claim, a.node, devices.join(", ")),
+                        a.claim.clone(),
+                        a.node.clone(),
+                        devices.join(", "),
                     ]
                 })
                 .collect(),
@@ -233,10 +249,10 @@ impl Report {
         section(
             &mut out,
             "POD GROUPS",
-            ["GROUP", "SCHEDULED  MESSAGE"],
+            &["GROUP", "SCHEDULED", "MESSAGE"],
             self.pod_groups
                 .iter()
-                .map(|g| [g.name.clone(), format!("{:<9}  {}", g.scheduled, g.message)])
+                .map(|g| vec![g.name.clone(), g.scheduled.to_string(), g.message.clone()])
                 .collect(),
         );
         let _ = writeln!(

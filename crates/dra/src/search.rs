@@ -7,7 +7,6 @@
 //! wins. Every placement attempt counts as a step; past the step bound the search stops.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -244,12 +243,18 @@ fn spec_of(shared: &Shared, c: ClaimRef) -> Result<&SpecC, Unfit> {
     }
 }
 
-/// Finds an allocation of `claims` on `node` (see [`DraState::try_allocate`]).
+/// Finds an allocation of `claims` on `node` (see [`DraState::try_allocate`]); a remembered
+/// success of [`fits`] on an alike node with alike usage is reused.
 pub(crate) fn allocate(
     state: &DraState,
     node: NodeId,
     claims: &[ClaimRef],
 ) -> Result<NodeAllocation, Unfit> {
+    if let Some(class) = cache_class(state, node, claims)
+        && let Ok(picked) = remembered(state, node, claims, class).0
+    {
+        return Ok(from_picked(state, node, claims, &picked));
+    }
     with_scratch(|w| {
         search(state, node, claims, w)?;
         Ok(result(state, node, w))
@@ -260,33 +265,128 @@ pub(crate) fn allocate(
 /// [`allocate`] without building the result, its answer remembered when the claims are all
 /// from templates and the node has a class.
 pub(crate) fn fits(state: &DraState, node: NodeId, claims: &[ClaimRef]) -> Result<(), Unfit> {
-    let shared = state.shared();
-    let class = shared
+    let Some(class) = cache_class(state, node, claims) else {
+        return with_scratch(|w| search(state, node, claims, w));
+    };
+    match remembered(state, node, claims, class) {
+        (Ok(_), _) => Ok(()),
+        (Err(_), Some(unfit)) => Err(unfit),
+        (Err(reason), None) => Err(Unfit {
+            reason,
+            detail: None,
+        }),
+    }
+}
+
+/// The node's class when answers for `claims` on it can be remembered: claims from
+/// templates only (allocated claims would add their state to the key).
+fn cache_class(state: &DraState, node: NodeId, claims: &[ClaimRef]) -> Option<u32> {
+    let class = state
+        .shared()
         .catalog
         .node_class
         .get(node.index())
         .copied()
-        .flatten();
-    let (Some(class), true) = (
-        class,
-        claims.iter().all(|c| matches!(c, ClaimRef::Template(_))),
-    ) else {
-        return with_scratch(|w| search(state, node, claims, w));
-    };
+        .flatten()?;
+    claims
+        .iter()
+        .all(|c| matches!(c, ClaimRef::Template(_)))
+        .then_some(class)
+}
+
+/// The remembered answer for `claims` on `node`, searching (and remembering) on a miss; the
+/// search's own `Unfit` (with its detail) comes along when it ran and failed.
+fn remembered(
+    state: &DraState,
+    node: NodeId,
+    claims: &[ClaimRef],
+    class: u32,
+) -> (FitAnswer, Option<Unfit>) {
     FIT_KEY.with(|cell| {
         let mut key = cell.borrow_mut();
         fit_key(state, node, class, claims, &mut key);
-        let cache = &shared.fit_cache;
+        let cache = &state.shared().fit_cache;
         if let Some(answer) = cache.get(&key) {
-            return answer.map_err(|reason| Unfit {
-                reason,
-                detail: None,
-            });
+            return (answer, None);
         }
-        let answer = with_scratch(|w| search(state, node, claims, w));
-        cache.insert(&key, answer.as_ref().map(|_| ()).map_err(|u| u.reason));
-        answer
+        let (answer, unfit) = with_scratch(|w| match search(state, node, claims, w) {
+            Ok(()) => (Ok(picked(state, node, w)), None),
+            Err(u) => (Err(u.reason), Some(u)),
+        });
+        cache.insert(&key, answer.clone());
+        (answer, unfit)
     })
+}
+
+/// A device of a remembered solution, by its position in the node's device list.
+#[derive(Debug)]
+pub(crate) struct Picked {
+    claim: u16,
+    request: RequestRef,
+    position: u16,
+    admin: bool,
+    consumed: Box<[i64]>,
+}
+
+/// The solution [`search`] left in `w`, by device position (claims from templates only, so
+/// pending claim `i` is `claims[i]`).
+fn picked(state: &DraState, node: NodeId, w: &Scratch) -> Arc<[Picked]> {
+    let cat = &state.shared().catalog;
+    let devices = &cat.node_devices[node.index()];
+    w.taken
+        .iter()
+        .map(|t| {
+            let alt = &w.alts[t.alt];
+            let c = w.cands[t.cand];
+            let consumed: Box<[i64]> = if c.consumed == NO_CONSUMED {
+                Box::new([])
+            } else {
+                let n = cat.device(c.dev).capacity.len();
+                w.consumed[c.consumed as usize..c.consumed as usize + n].into()
+            };
+            Picked {
+                claim: t.claim as u16,
+                request: RequestRef {
+                    request: w.reqs[t.req].request,
+                    subrequest: alt.sub,
+                },
+                position: devices.iter().position(|&d| d == t.dev).unwrap_or(0) as u16,
+                admin: alt.admin,
+                consumed,
+            }
+        })
+        .collect()
+}
+
+/// The allocation a remembered solution stands for on `node`.
+fn from_picked(
+    state: &DraState,
+    node: NodeId,
+    claims: &[ClaimRef],
+    picked: &[Picked],
+) -> NodeAllocation {
+    let devices = &state.shared().catalog.node_devices[node.index()];
+    NodeAllocation {
+        node,
+        claims: claims
+            .iter()
+            .enumerate()
+            .map(|(ci, &claim)| ClaimAllocation {
+                claim,
+                devices: picked
+                    .iter()
+                    .filter(|p| usize::from(p.claim) == ci)
+                    .map(|p| AllocatedDevice {
+                        request: p.request,
+                        device: devices[usize::from(p.position)],
+                        admin_access: p.admin,
+                        consumed_capacity: p.consumed.clone(),
+                    })
+                    .collect(),
+                already_allocated: false,
+            })
+            .collect(),
+    }
 }
 
 thread_local! {
@@ -317,13 +417,13 @@ fn fit_key(state: &DraState, node: NodeId, class: u32, claims: &[ClaimRef], key:
     }
 }
 
-/// A remembered answer of [`fits`].
-type FitAnswer = Result<(), UnfitReason>;
+/// A remembered answer of [`fits`]: the solution, or why there is none.
+type FitAnswer = Result<Arc<[Picked]>, UnfitReason>;
 
 /// Remembered answers of [`fits`]; cleared when it grows past [`FitCache::MAX_ENTRIES`].
 #[derive(Debug, Default)]
 pub(crate) struct FitCache {
-    map: std::sync::Mutex<HashMap<Box<[i64]>, FitAnswer>>,
+    map: std::sync::Mutex<rustc_hash::FxHashMap<Box<[i64]>, FitAnswer>>,
 }
 
 impl FitCache {
@@ -331,7 +431,7 @@ impl FitCache {
 
     fn get(&self, key: &[i64]) -> Option<FitAnswer> {
         let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(key).copied()
+        map.get(key).cloned()
     }
 
     fn insert(&self, key: &[i64], answer: FitAnswer) {

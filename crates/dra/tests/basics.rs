@@ -502,6 +502,16 @@ fn fits_answers_alike_nodes_by_their_own_usage() {
         assert!(st.fits(b, &[t]).is_err());
         assert!(st.fits(c, &[t]).is_ok());
     }
+    // An allocation on node c reuses what was found for a, with c's own devices.
+    let on_c = st.try_allocate(c, &[t]).unwrap();
+    assert_eq!(on_c.node, c);
+    assert_eq!(devices_of(&st, &on_c), ["gpu-0", "gpu-1"]);
+    let pools: Vec<&str> = on_c.claims[0]
+        .devices
+        .iter()
+        .map(|d| st.device_name(d.device).1)
+        .collect();
+    assert_eq!(pools, ["node-c", "node-c"]);
     // A clone that gives them back answers for itself.
     let mut other = st.clone();
     other.release(&on_b);

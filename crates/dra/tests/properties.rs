@@ -321,12 +321,17 @@ proptest! {
         let checker = Checker::new(&w);
         let mut st = w.state();
         let mut held: Vec<(NodeAllocation, usize)> = Vec::new();
-        for op in ops {
+        for (step, op) in ops.into_iter().enumerate() {
             match op {
                 Op::Place { shape, node } => {
                     let node = NodeId((node % w.nodes.len()) as u32);
                     let t = lockstep_dra::ClaimRef::Template(lockstep_dra::TemplateId(shape as u32));
                     let found = st.try_allocate(node, &[t]);
+                    // Remembered answers (from alike nodes) equal a search of this node: a
+                    // step bound seen nowhere else keys the search afresh.
+                    let mut uncached = st.clone();
+                    uncached.set_limits(lockstep_dra::Limits { max_search_steps: 1_000_000 + step as u64 });
+                    prop_assert_eq!(&found, &uncached.try_allocate(node, &[t]));
                     // The filter's yes/no question gets the same answer and reason.
                     prop_assert_eq!(
                         st.fits(node, &[t]).map_err(|e| e.reason),

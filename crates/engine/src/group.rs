@@ -376,11 +376,16 @@ pub fn candidate_orders(snap: &Snapshot, pods: &[PodId], capacity: &[i64]) -> Ve
 }
 
 /// Splits `nodes` by the value of `key` (nodes without it are dropped), by value order.
-pub fn domains(snap: &Snapshot, nodes: &[NodeId], key: &str) -> BTreeMap<String, Vec<NodeId>> {
-    let mut out: BTreeMap<String, Vec<NodeId>> = BTreeMap::new();
+pub fn domains<'c>(
+    snap: &Snapshot<'c>,
+    nodes: &[NodeId],
+    key: &str,
+) -> BTreeMap<&'c str, Vec<NodeId>> {
+    let cluster: &'c lockstep_model::Cluster = snap.cluster;
+    let mut out: BTreeMap<&'c str, Vec<NodeId>> = BTreeMap::new();
     for &n in nodes {
-        if let Some(v) = snap.cluster.nodes[n.index()].labels.get(key) {
-            out.entry(v.clone()).or_default().push(n);
+        if let Some(v) = cluster.nodes[n.index()].labels.get(key) {
+            out.entry(v.as_str()).or_default().push(n);
         }
     }
     out

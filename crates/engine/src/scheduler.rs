@@ -687,7 +687,7 @@ impl<'c> Scheduler<'c> {
         bound_values.dedup();
         match bound_values.as_slice() {
             [] => {}
-            [Some(v)] => doms.retain(|k, _| k == *v),
+            [Some(v)] => doms.retain(|k, _| *k == v.as_str()),
             _ => doms.clear(),
         }
         // Demand of the smallest `needed` pods, per resource (pods as one slot each).
@@ -723,7 +723,7 @@ impl<'c> Scheduler<'c> {
                     .then(b.cmp(&a))
             })
             .unwrap_or(lockstep_model::ResourceId::PODS.index());
-        let mut ranked: Vec<(i64, String, Vec<NodeId>)> = doms
+        let mut ranked: Vec<(i64, &str, Vec<NodeId>)> = doms
             .into_iter()
             .filter_map(|(value, members)| {
                 let free = free_of(snap, &members);
@@ -734,7 +734,10 @@ impl<'c> Scheduler<'c> {
             })
             .collect();
         ranked.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-        ranked.into_iter().map(|(_, v, m)| (Some(v), m)).collect()
+        ranked
+            .into_iter()
+            .map(|(_, v, m)| (Some(v.to_string()), m))
+            .collect()
     }
 
     /// Places `pods` on `nodes` (None: the whole cluster) trying the candidate orders until
