@@ -108,6 +108,8 @@ pub struct CycleState {
     pub affinity_score: AffinityScoreState,
     pub fit_score: FitScoreState,
     pub dra: DraFilterState,
+    /// TaintToleration's verdict for each taint set: the first untolerated taint, if any.
+    pub taint_verdicts: Vec<Option<u32>>,
 }
 
 /// A pod's scheduling signature: hashes of what each plugin depends on. Two pods with equal
@@ -160,6 +162,7 @@ impl Default for CycleState {
             affinity_score: Default::default(),
             fit_score: Default::default(),
             dra: Default::default(),
+            taint_verdicts: Vec::new(),
         }
     }
 }

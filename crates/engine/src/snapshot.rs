@@ -38,6 +38,10 @@ pub struct Snapshot<'c> {
     pub any_unschedulable_node: bool,
     pub any_hard_taint: bool,
     pub any_prefer_no_schedule_taint: bool,
+    /// Nodes with the same taints (in the same order) share a taint set: TaintToleration
+    /// judges each set once per pod. The set of each node, and a node of each set.
+    pub node_taint_set: Vec<u32>,
+    pub taint_set_nodes: Vec<NodeId>,
     /// Bound pods that have any pod affinity or anti-affinity term.
     pub bound_with_affinity: usize,
     /// Bound pods that have required anti-affinity terms.
@@ -93,6 +97,19 @@ impl<'c> Snapshot<'c> {
                 .collect();
             node_taint_ids.push(ids);
         }
+        let mut sets: HashMap<&[lockstep_model::Taint], u32> = HashMap::new();
+        let mut taint_set_nodes = Vec::new();
+        let node_taint_set = cluster
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| {
+                *sets.entry(node.taints.as_slice()).or_insert_with(|| {
+                    taint_set_nodes.push(NodeId(i as u32));
+                    (taint_set_nodes.len() - 1) as u32
+                })
+            })
+            .collect();
         let uses_dra = !cluster.resource_slices.is_empty()
             || !cluster.device_classes.is_empty()
             || !cluster.resource_claims.is_empty()
@@ -154,6 +171,8 @@ impl<'c> Snapshot<'c> {
                 .collect(),
             taint_names,
             node_taint_ids,
+            node_taint_set,
+            taint_set_nodes,
             any_unschedulable_node: cluster.nodes.iter().any(|nd| nd.unschedulable),
             any_hard_taint,
             any_prefer_no_schedule_taint: any_prefer,

@@ -8,6 +8,19 @@ use crate::snapshot::Snapshot;
 
 pub struct TaintToleration;
 
+/// The first NoSchedule/NoExecute taint of `node` the pod does not tolerate (its id in
+/// `Snapshot::taint_names`), if any.
+fn first_untolerated(snap: &Snapshot, pod: &Pod, node: NodeId) -> Option<u32> {
+    let taints = &snap.cluster.nodes[node.index()].taints;
+    taints
+        .iter()
+        .position(|t| {
+            t.effect != TaintEffect::PreferNoSchedule
+                && !pod.tolerations.iter().any(|tol| tol.tolerates(t))
+        })
+        .map(|i| snap.node_taint_ids[node.index()][i])
+}
+
 impl Plugin for TaintToleration {
     fn name(&self) -> &'static str {
         "TaintToleration"
@@ -24,34 +37,34 @@ impl Plugin for TaintToleration {
     fn scores(&self) -> bool {
         true
     }
-    fn pre_filter(&self, snap: &Snapshot, _pod: &Pod, _state: &mut CycleState) -> PreFilter {
-        if snap.any_hard_taint {
-            PreFilter::Run
-        } else {
-            PreFilter::Skip
+    fn pre_filter(&self, snap: &Snapshot, pod: &Pod, state: &mut CycleState) -> PreFilter {
+        if !snap.any_hard_taint {
+            return PreFilter::Skip;
         }
+        // Judge each distinct taint set once; nodes look their set's verdict up.
+        state.taint_verdicts.clear();
+        state.taint_verdicts.extend(
+            snap.taint_set_nodes
+                .iter()
+                .map(|&node| first_untolerated(snap, pod, node)),
+        );
+        PreFilter::Run
     }
     fn filter(
         &self,
         snap: &Snapshot,
-        pod: &Pod,
-        _state: &CycleState,
+        _pod: &Pod,
+        state: &CycleState,
         node: NodeId,
         reasons: &mut Vec<Reason>,
     ) -> bool {
-        let taints = &snap.cluster.nodes[node.index()].taints;
-        for (i, t) in taints.iter().enumerate() {
-            if t.effect == TaintEffect::PreferNoSchedule {
-                continue;
-            }
-            if !pod.tolerations.iter().any(|tol| tol.tolerates(t)) {
-                reasons.push(Reason::UntoleratedTaint(
-                    snap.node_taint_ids[node.index()][i],
-                ));
-                return false;
+        match state.taint_verdicts[snap.node_taint_set[node.index()] as usize] {
+            None => true,
+            Some(taint) => {
+                reasons.push(Reason::UntoleratedTaint(taint));
+                false
             }
         }
-        true
     }
     fn pre_score(
         &self,
