@@ -11,7 +11,7 @@ use lockstep_model::dra::AllocationMode;
 
 use crate::catalog::{DeviceEntry, DeviceId};
 use crate::claims::{AltC, Match, SpecC};
-use crate::state::{ClaimRef, DraState};
+use crate::state::{ClaimRef, DraState, NodeAllocation};
 
 /// Units of one whole device.
 pub const DEVICE_UNITS: i64 = 1000;
@@ -146,4 +146,216 @@ fn pending_specs<'a>(
             }
             ClaimRef::Template(id) => shared.templates.get(id.index()).map(|s| &s.spec),
         })
+}
+
+/// A kind of task in the workload a fragmentation score plans for: the claims of a pod, and
+/// how common such pods are (any positive scale).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskShape {
+    pub claims: Vec<ClaimRef>,
+    pub weight: f64,
+}
+
+/// Free units of one device, and whether it is wholly free.
+#[derive(Debug, Clone, Copy)]
+struct Free {
+    units: i64,
+    whole: bool,
+}
+
+impl DraState {
+    /// How much placing `allocation` (found by [`try_allocate`](Self::try_allocate) on its
+    /// node) grows the node's expected GPU fragmentation for a task drawn from `shapes`, in
+    /// device units (negative: it shrinks). As the ATC'23 fragmentation paper defines it, the
+    /// fragmentation of a node for one task is the free device units the task could not use:
+    /// all of them when the task cannot be placed there, else those of the devices it could
+    /// not take (a device in part used is no use to a task asking for whole devices, a share
+    /// smaller than a task's request is no use to it). Devices are counted one by one
+    /// (constraints between devices are not considered). `shapes_id` names the shape list for
+    /// the cache (answers for alike nodes with alike usage are remembered).
+    ///
+    /// `host_fit[i]` says whether a task of shape `i` fits the node's other resources (cpu,
+    /// memory: the engine's part) before and after the placement; when it does not, all the
+    /// node's free device units are fragments for it.
+    pub fn fragmentation_delta(
+        &self,
+        allocation: &NodeAllocation,
+        shapes: &[TaskShape],
+        shapes_id: u64,
+        host_fit: &[(bool, bool)],
+    ) -> f64 {
+        let node = allocation.node;
+        let shared = self.shared();
+        let cat = &shared.catalog;
+        let claims: Vec<ClaimRef> = allocation.claims.iter().map(|c| c.claim).collect();
+        let class = cat.node_class.get(node.index()).copied().flatten();
+        let cacheable =
+            class.is_some() && claims.iter().all(|c| matches!(c, ClaimRef::Template(_)));
+        let mut key = Vec::new();
+        if let (true, Some(class)) = (cacheable, class) {
+            crate::search::fit_key(self, node, class, &claims, &mut key);
+            key.push(shapes_id as i64);
+            for chunk in host_fit.chunks(32) {
+                let mut bits = 0i64;
+                for (i, &(b, a)) in chunk.iter().enumerate() {
+                    bits |= (i64::from(b) | (i64::from(a) << 1)) << (2 * i);
+                }
+                key.push(bits);
+            }
+            if let Some(v) = shared.frag_cache.get(&key) {
+                return v;
+            }
+        }
+        let devices: &[DeviceId] = cat
+            .node_devices
+            .get(node.index())
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        let before: Vec<Free> = devices.iter().map(|&d| self.free_of(d, None)).collect();
+        let after: Vec<Free> = devices
+            .iter()
+            .map(|&d| {
+                let taken: Vec<&crate::state::AllocatedDevice> = allocation
+                    .claims
+                    .iter()
+                    .filter(|c| !c.already_allocated)
+                    .flat_map(|c| c.devices.iter())
+                    .filter(|a| a.device == d && !a.admin_access)
+                    .collect();
+                if taken.is_empty() {
+                    self.free_of(d, None)
+                } else {
+                    self.free_of(d, Some(&taken))
+                }
+            })
+            .collect();
+        let total: f64 = shapes.iter().map(|s| s.weight).sum();
+        if total <= 0.0 {
+            return 0.0;
+        }
+        let mut delta = 0.0;
+        let mut buf = Vec::new();
+        let all = |free: &[Free]| free.iter().map(|f| f.units).sum::<i64>();
+        for (i, s) in shapes.iter().enumerate() {
+            let (fit_before, fit_after) = host_fit.get(i).copied().unwrap_or((true, true));
+            let f_after = if fit_after {
+                self.fragmentation_for(devices, &after, &s.claims, &mut buf)
+            } else {
+                all(&after)
+            };
+            let f_before = if fit_before {
+                self.fragmentation_for(devices, &before, &s.claims, &mut buf)
+            } else {
+                all(&before)
+            };
+            delta += s.weight * (f_after - f_before) as f64;
+        }
+        let delta = delta / total;
+        if !key.is_empty() {
+            shared.frag_cache.insert(&key, delta);
+        }
+        delta
+    }
+
+    /// Free units of device `d`, with the devices of `taken` (allocations of `d`) added.
+    fn free_of(&self, d: DeviceId, taken: Option<&[&crate::state::AllocatedDevice]>) -> Free {
+        let usage = self.usage();
+        let e = self.shared().catalog.device(d);
+        let Some(taken) = taken else {
+            let used = self.device_units_used(d);
+            return Free {
+                units: DEVICE_UNITS - used,
+                whole: used == 0 && usage.shares[d.index()] == 0,
+            };
+        };
+        if !e.multi {
+            return Free {
+                units: 0,
+                whole: false,
+            };
+        }
+        let used = &usage.capacity_used[e.cap_offset as usize..];
+        let share = e
+            .capacity
+            .iter()
+            .enumerate()
+            .filter(|(_, slot)| slot.value > 0)
+            .map(|(k, slot)| {
+                let add: i64 = taken
+                    .iter()
+                    .map(|a| a.consumed_capacity.get(k).copied().unwrap_or(0))
+                    .sum();
+                (used[k] + add).saturating_mul(DEVICE_UNITS) / slot.value
+            })
+            .max()
+            .unwrap_or(DEVICE_UNITS)
+            .min(DEVICE_UNITS);
+        Free {
+            units: DEVICE_UNITS - share,
+            whole: false,
+        }
+    }
+
+    /// The free units of `devices` (free as `free` says) a task with `claims` could not use.
+    fn fragmentation_for(
+        &self,
+        devices: &[DeviceId],
+        free: &[Free],
+        claims: &[ClaimRef],
+        buf: &mut Vec<i64>,
+    ) -> i64 {
+        let shared = self.shared();
+        let cat = &shared.catalog;
+        let all_free: i64 = free.iter().map(|f| f.units).sum();
+        let mut usable = vec![false; devices.len()];
+        for spec in pending_specs(self, claims) {
+            for r in &spec.requests {
+                let Some(alt) = r.alts.first() else { continue };
+                let need = match alt.mode {
+                    AllocationMode::ExactCount(n) => n as usize,
+                    AllocationMode::All => 1,
+                };
+                let mut count = 0;
+                for (i, &d) in devices.iter().enumerate() {
+                    let e = cat.device(d);
+                    let selected = alt
+                        .selectors
+                        .iter()
+                        .all(|&s| shared.selectors.matches(s, d, cat) == Match::Yes);
+                    if !selected {
+                        continue;
+                    }
+                    let fits = if alt.capacity.is_empty() || !e.multi {
+                        free[i].whole
+                    } else {
+                        buf.clear();
+                        crate::search::consumed_capacity(e, alt, buf) && {
+                            // The device's free share against the request's share of it.
+                            let share: i64 = e
+                                .capacity
+                                .iter()
+                                .enumerate()
+                                .filter(|(_, slot)| slot.value > 0)
+                                .map(|(k, slot)| buf[k].saturating_mul(DEVICE_UNITS) / slot.value)
+                                .max()
+                                .unwrap_or(0);
+                            share <= free[i].units
+                        }
+                    };
+                    if fits {
+                        usable[i] = true;
+                        count += 1;
+                    }
+                }
+                if count < need {
+                    return all_free;
+                }
+            }
+        }
+        free.iter()
+            .zip(&usable)
+            .filter(|(_, u)| !**u)
+            .map(|(f, _)| f.units)
+            .sum()
+    }
 }

@@ -135,7 +135,7 @@ struct Search<'s> {
 
 /// How much of each capacity slot an allocation of `dev` for `alt` consumes, or `None` when
 /// the device cannot satisfy the request's capacity requests or violates a request policy.
-fn consumed_capacity(e: &DeviceEntry, alt: &AltC, out: &mut Vec<i64>) -> bool {
+pub(crate) fn consumed_capacity(e: &DeviceEntry, alt: &AltC, out: &mut Vec<i64>) -> bool {
     // Every requested capacity must exist on the device.
     for &(name, _) in &alt.capacity {
         let Some(name) = name else { return false };
@@ -395,7 +395,13 @@ thread_local! {
 
 /// Everything the search's answer depends on besides the node's class: the step bound, the
 /// claims, and the usage of each of the node's devices.
-fn fit_key(state: &DraState, node: NodeId, class: u32, claims: &[ClaimRef], key: &mut Vec<i64>) {
+pub(crate) fn fit_key(
+    state: &DraState,
+    node: NodeId,
+    class: u32,
+    claims: &[ClaimRef],
+    key: &mut Vec<i64>,
+) {
     let cat = &state.shared().catalog;
     let usage = state.usage();
     key.clear();
@@ -420,26 +426,38 @@ fn fit_key(state: &DraState, node: NodeId, class: u32, claims: &[ClaimRef], key:
 /// A remembered answer of [`fits`]: the solution, or why there is none.
 type FitAnswer = Result<Arc<[Picked]>, UnfitReason>;
 
-/// Remembered answers of [`fits`]; cleared when it grows past [`FitCache::MAX_ENTRIES`].
-#[derive(Debug, Default)]
-pub(crate) struct FitCache {
-    map: std::sync::Mutex<rustc_hash::FxHashMap<Box<[i64]>, FitAnswer>>,
+/// Remembered answers by key (the allocator's [`fits`], the fragmentation score); cleared
+/// when it grows past [`Memo::MAX_ENTRIES`].
+#[derive(Debug)]
+pub(crate) struct Memo<V> {
+    map: std::sync::Mutex<rustc_hash::FxHashMap<Box<[i64]>, V>>,
 }
 
-impl FitCache {
+impl<V> Default for Memo<V> {
+    fn default() -> Self {
+        Memo {
+            map: Default::default(),
+        }
+    }
+}
+
+/// Remembered answers of [`fits`].
+pub(crate) type FitCache = Memo<FitAnswer>;
+
+impl<V: Clone> Memo<V> {
     const MAX_ENTRIES: usize = 1 << 16;
 
-    fn get(&self, key: &[i64]) -> Option<FitAnswer> {
+    pub(crate) fn get(&self, key: &[i64]) -> Option<V> {
         let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         map.get(key).cloned()
     }
 
-    fn insert(&self, key: &[i64], answer: FitAnswer) {
+    pub(crate) fn insert(&self, key: &[i64], value: V) {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if map.len() >= Self::MAX_ENTRIES {
             map.clear();
         }
-        map.insert(key.into(), answer);
+        map.insert(key.into(), value);
     }
 }
 

@@ -163,6 +163,8 @@ pub(crate) struct Shared {
     /// Answers of [`DraState::fits`] by (claims, node class, device usage), shared by the
     /// clones of a state (the key holds all they can differ in).
     pub fit_cache: crate::search::FitCache,
+    /// Answers of [`DraState::fragmentation_delta`], keyed the same way plus the shape list.
+    pub frag_cache: crate::search::Memo<f64>,
 }
 
 /// The DRA view of a cluster: devices, classes, claims, templates, and which devices are in
@@ -257,6 +259,7 @@ impl DraState {
                 claim_ids,
                 template_ids,
                 fit_cache: Default::default(),
+                frag_cache: Default::default(),
             }),
             usage,
             limits,

@@ -348,3 +348,51 @@ fn device_load_counts_shares_by_their_most_used_capacity() {
     st.release(&a);
     assert_eq!(st.device_load(n, &[quarter]).used, 0);
 }
+
+#[test]
+fn fragmentation_delta_prefers_filling_a_partly_used_gpu() {
+    use lockstep_dra::TaskShape;
+    // Two nodes of two shared GPUs each; on node-a one GPU is half used.
+    let mut w = World::new();
+    for n in ["node-a", "node-b"] {
+        w.nodes.push(node(n, &[]));
+        w.slices.push(slice_on(
+            &format!("{n}-gpus"),
+            n,
+            n,
+            vec![shared_gpu("gpu-0", None), shared_gpu("gpu-1", None)],
+        ));
+    }
+    w.templates = vec![
+        template("half", vec![request("gpu", asking(Some(40)))], vec![]),
+        template("whole", vec![request("gpu", exact("gpu", 1))], vec![]),
+    ];
+    let mut st = w.state();
+    let (a, b) = (node_id(&w, "node-a"), node_id(&w, "node-b"));
+    let (half, whole) = (template_ref(&st, "half"), template_ref(&st, "whole"));
+    let first = st.try_allocate(a, &[half]).unwrap();
+    st.reserve(&first);
+    let shapes = [
+        TaskShape {
+            claims: vec![half],
+            weight: 1.0,
+        },
+        TaskShape {
+            claims: vec![whole],
+            weight: 1.0,
+        },
+    ];
+    let fit = [(true, true), (true, true)];
+    // Another half on node-a fills its used GPU: the half-free GPU no whole-GPU task could
+    // use is gone (fragmentation shrinks by 500 units for the whole-GPU half of the tasks).
+    let on_a = st.try_allocate(a, &[half]).unwrap();
+    assert_eq!(devices_of(&st, &on_a), ["gpu-0"]);
+    assert_eq!(st.fragmentation_delta(&on_a, &shapes, 1, &fit), -250.0);
+    // On node-b it breaks a whole GPU: 500 more units whole-GPU tasks cannot use.
+    let on_b = st.try_allocate(b, &[half]).unwrap();
+    assert_eq!(st.fragmentation_delta(&on_b, &shapes, 1, &fit), 250.0);
+    // A task that does not fit the node's cpu after the placement finds every free unit a
+    // fragment.
+    let no_room = [(true, false), (true, false)];
+    assert!(st.fragmentation_delta(&on_a, &shapes, 2, &no_room) > 0.0);
+}

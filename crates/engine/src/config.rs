@@ -148,6 +148,21 @@ pub struct Profile {
     pub percentage_of_nodes_to_score: u32,
     /// lockstep's `gangPreemption` key, when the file sets it.
     pub gang_preemption: Option<crate::preemption::GangPreemption>,
+    /// How the DynamicResources score (when enabled) scores devices.
+    pub device_scoring: DeviceScoring,
+}
+
+/// How the DynamicResources score scores a node's devices (lockstep's `deviceScoring` arg of
+/// DynamicResources; kube-scheduler has no DRA score).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum DeviceScoring {
+    /// As one more resource, with NodeResourcesFit's strategy (LeastAllocated spreads,
+    /// MostAllocated packs).
+    #[default]
+    Strategy,
+    /// Fragmentation gradient descent (the ATC'23 GPU fragmentation paper): the node whose
+    /// expected device fragmentation, for a task drawn from the pods in the input, grows least.
+    Fragmentation,
 }
 
 impl Default for Profile {
@@ -164,6 +179,7 @@ impl Default for Profile {
             hard_pod_affinity_weight: 1,
             percentage_of_nodes_to_score: 0,
             gang_preemption: None,
+            device_scoring: DeviceScoring::Strategy,
         }
     }
 }
@@ -251,6 +267,8 @@ pub struct PluginArgs {
     pub resources: Option<Vec<ResourceWeight>>,
     #[serde(default)]
     pub hard_pod_affinity_weight: Option<i64>,
+    #[serde(default)]
+    pub device_scoring: Option<DeviceScoring>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -503,6 +521,11 @@ impl KubeSchedulerConfiguration {
                     if let Some(r) = &pc.args.resources {
                         check_resources(r, &format!("{field}.args.resources"))?;
                         p.balanced_resources = r.clone();
+                    }
+                }
+                "DynamicResources" => {
+                    if let Some(d) = pc.args.device_scoring {
+                        p.device_scoring = d;
                     }
                 }
                 "InterPodAffinity" => {

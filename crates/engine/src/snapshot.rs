@@ -56,6 +56,7 @@ pub struct Snapshot<'c> {
     pub dra_node_local: bool,
     /// Each pod's claims, indexed by pod.
     claims: Vec<PodClaims>,
+    pub task_shapes: TaskShapes,
     /// The device allocation each placed pod holds, indexed by pod.
     allocations: Vec<Option<NodeAllocation>>,
     /// How many placed pods have each priority (preemption looks for lower ones).
@@ -148,11 +149,12 @@ impl<'c> Snapshot<'c> {
         } else {
             None
         };
-        let claims = cluster
+        let claims: Vec<PodClaims> = cluster
             .pods
             .iter()
             .map(|p| resolve_claims(dra.as_ref(), cluster, p))
             .collect();
+        let task_shapes = task_shapes(cluster, &claims);
         let mut snap = Snapshot {
             cluster,
             width,
@@ -187,6 +189,7 @@ impl<'c> Snapshot<'c> {
                 )
             }),
             claims,
+            task_shapes,
             allocations: vec![None; cluster.pods.len()],
             priorities: Default::default(),
         };
@@ -403,4 +406,47 @@ fn resolve_claims(dra: Option<&DraState>, cluster: &Cluster, pod: &Pod) -> PodCl
         }
     }
     PodClaims::Refs(refs)
+}
+
+/// The distinct (claims, requests) of the pods with claims, each weighted by its pods, in
+/// order; the requests of each; and a hash of the list.
+fn task_shapes(cluster: &Cluster, claims: &[PodClaims]) -> TaskShapes {
+    use std::hash::{Hash, Hasher};
+    type Key<'a> = (&'a [ClaimRef], Vec<(ResourceId, i64)>);
+    let mut counts: std::collections::BTreeMap<Key, u32> = Default::default();
+    for (pod, c) in cluster.pods.iter().zip(claims) {
+        if let PodClaims::Refs(refs) = c {
+            let requests: Vec<(ResourceId, i64)> = pod.requests.iter().collect();
+            *counts.entry((refs.as_slice(), requests)).or_insert(0) += 1;
+        }
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut shapes = Vec::with_capacity(counts.len());
+    let mut requests = Vec::with_capacity(counts.len());
+    for ((refs, req), n) in counts {
+        refs.hash(&mut h);
+        req.hash(&mut h);
+        n.hash(&mut h);
+        shapes.push(lockstep_dra::TaskShape {
+            claims: refs.to_vec(),
+            weight: f64::from(n),
+        });
+        requests.push(req);
+    }
+    TaskShapes {
+        shapes,
+        requests,
+        id: h.finish(),
+    }
+}
+
+/// The workload the fragmentation device score plans for: the distinct (claims, requests) of
+/// the input's pods with claims, weighted by how many pods have them.
+#[derive(Debug, Clone, Default)]
+pub struct TaskShapes {
+    pub shapes: Vec<lockstep_dra::TaskShape>,
+    /// The resource requests of each shape.
+    pub requests: Vec<Vec<(ResourceId, i64)>>,
+    /// A hash of the list (the DRA state's cache key part).
+    pub id: u64,
 }

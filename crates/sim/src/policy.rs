@@ -6,7 +6,9 @@
 
 pub use lockstep_engine::GangPreemption;
 use lockstep_engine::Profile;
-use lockstep_engine::config::{ResourceWeight, ScoringStrategy, ScoringStrategyType};
+use lockstep_engine::config::{
+    DeviceScoring, ResourceWeight, ScoringStrategy, ScoringStrategyType,
+};
 
 /// One configuration of the scheduler.
 #[derive(Debug, Clone)]
@@ -28,6 +30,10 @@ pub fn strategy_name(kind: ScoringStrategyType) -> &'static str {
         ScoringStrategyType::RequestedToCapacityRatio => "RequestedToCapacityRatio",
     }
 }
+
+/// The DynamicResources weight of the `device-fragmentation` term: a node's other scores
+/// (at most 100 each, default weights 1-3) only break the fragmentation score's ties.
+pub const FRAGMENTATION_WEIGHT: i64 = 100;
 
 /// The compared set when `--compare` names none.
 pub const DEFAULT_COMPARE: &[&str] = &[
@@ -52,7 +58,10 @@ impl Policy {
     }
 
     /// Parses a spec: terms joined by `+`, each one of `least-allocated`, `most-allocated`,
-    /// `batching`, `no-batching`, `preemption`, `no-preemption`,
+    /// `device-fragmentation` (DRA devices scored by fragmentation growth, as the deciding
+    /// score: weight [`FRAGMENTATION_WEIGHT`]),
+    /// `device-strategy` (DRA devices scored with the strategy), `batching`, `no-batching`,
+    /// `preemption`, `no-preemption`,
     /// `gang-preemption=off|minimal|atomic`. Terms not given keep the engine's defaults and
     /// `base`'s scoring strategy.
     pub fn parse(spec: &str, base: &Profile) -> Result<Policy, String> {
@@ -69,6 +78,17 @@ impl Policy {
                 "most-allocated" => {
                     p.profile.scoring_strategy.kind = ScoringStrategyType::MostAllocated
                 }
+                "device-fragmentation" => {
+                    // The fragmentation score decides; the others only break its ties.
+                    p.profile.device_scoring = DeviceScoring::Fragmentation;
+                    p.profile
+                        .scores
+                        .retain(|(name, _)| name != "DynamicResources");
+                    p.profile
+                        .scores
+                        .push(("DynamicResources".into(), FRAGMENTATION_WEIGHT));
+                }
+                "device-strategy" => p.profile.device_scoring = DeviceScoring::Strategy,
                 "batching" => p.batching = true,
                 "no-batching" => p.batching = false,
                 "preemption" => p.preemption = true,
@@ -79,7 +99,8 @@ impl Policy {
                 other => {
                     return Err(format!(
                         "policy spec {spec:?}: unknown term {other:?}; use least-allocated, \
-                         most-allocated, batching, no-batching, preemption, no-preemption or \
+                         most-allocated, device-fragmentation, device-strategy, batching, \
+                         no-batching, preemption, no-preemption or \
                          gang-preemption=off|minimal|atomic, joined by +"
                     ));
                 }
@@ -139,6 +160,18 @@ mod tests {
         let err = Policy::parse("fastest", &base).expect_err("unknown term");
         assert!(err.contains("unknown term \"fastest\""), "{err}");
         assert_eq!(Policy::from_profile(&base).name, "least-allocated");
+        let fgd = Policy::parse("device-fragmentation", &gpu_aware(base.clone())).expect("spec");
+        assert_eq!(fgd.profile.device_scoring, DeviceScoring::Fragmentation);
+        let dra: Vec<_> = fgd
+            .profile
+            .scores
+            .iter()
+            .filter(|(n, _)| n == "DynamicResources")
+            .collect();
+        assert_eq!(
+            dra,
+            [&("DynamicResources".to_string(), FRAGMENTATION_WEIGHT)]
+        );
     }
 
     #[test]

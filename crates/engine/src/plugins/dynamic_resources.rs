@@ -12,14 +12,16 @@
 //! (a shared device by the share of its most used capacity), see [`lockstep_dra::DeviceLoad`].
 
 use lockstep_dra::UnfitReason;
-use lockstep_model::{NodeId, Pod};
+use lockstep_model::{NodeId, Pod, ResourceId};
 
-use crate::framework::{CycleState, Plugin, PreFilter, Reason, Signature};
+use crate::config::DeviceScoring;
+use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason, Signature};
 use crate::plugins::node_resources_fit::Strategy;
 use crate::snapshot::{PodClaims, Snapshot};
 
 pub struct DynamicResources {
     pub strategy: Strategy,
+    pub device_scoring: DeviceScoring,
 }
 
 #[derive(Debug, Default)]
@@ -44,18 +46,75 @@ impl Plugin for DynamicResources {
         state: &mut CycleState,
         _feasible: &[NodeId],
     ) -> bool {
-        snap.dra.is_some() && matches!(snap.claims(state.pod), PodClaims::Refs(_))
+        match snap.claims(state.pod) {
+            PodClaims::Refs(_) => snap.dra.is_some(),
+            // Pods without claims strand devices too (by taking the cpu and memory that
+            // device pods need): the fragmentation score places them as well.
+            PodClaims::None => {
+                self.device_scoring == DeviceScoring::Fragmentation
+                    && snap.dra.is_some()
+                    && !snap.task_shapes.shapes.is_empty()
+            }
+            PodClaims::Missing(_) => false,
+        }
     }
-    fn score(&self, snap: &Snapshot, _pod: &Pod, state: &CycleState, node: NodeId) -> i64 {
-        let (Some(dra), PodClaims::Refs(refs)) = (snap.dra.as_ref(), snap.claims(state.pod)) else {
+    fn score(&self, snap: &Snapshot, pod: &Pod, state: &CycleState, node: NodeId) -> i64 {
+        let Some(dra) = snap.dra.as_ref() else {
             return 0;
         };
+        let refs: &[lockstep_dra::ClaimRef] = match snap.claims(state.pod) {
+            PodClaims::Refs(refs) => refs,
+            _ => &[],
+        };
+        if self.device_scoring == DeviceScoring::Fragmentation {
+            // Raw: the fragmentation growth (milli device units), negated; normalised below.
+            let a = if refs.is_empty() {
+                lockstep_dra::NodeAllocation {
+                    node,
+                    claims: Vec::new(),
+                }
+            } else {
+                match dra.try_allocate(node, refs) {
+                    Ok(a) => a,
+                    Err(_) => return i64::MIN / 4,
+                }
+            };
+            let tasks = &snap.task_shapes;
+            let free = |r: ResourceId| snap.allocatable(node, r) - snap.requested(node, r);
+            let host_fit: Vec<(bool, bool)> = tasks
+                .requests
+                .iter()
+                .map(|req| {
+                    let before = req.iter().all(|&(r, v)| v <= free(r));
+                    let after = req.iter().all(|&(r, v)| v <= free(r) - pod.requests.get(r));
+                    (before, after)
+                })
+                .collect();
+            let delta = dra.fragmentation_delta(&a, &tasks.shapes, tasks.id, &host_fit);
+            return -(delta * 1000.0).round() as i64;
+        }
         let load = dra.device_load(node, refs);
         if load.total == 0 {
             return 0;
         }
         self.strategy
             .resource_score(load.used + load.demand, load.total)
+    }
+    fn normalize(&self, _state: &CycleState, _feasible: &[NodeId], scores: &mut [i64]) {
+        if self.device_scoring != DeviceScoring::Fragmentation {
+            return;
+        }
+        // The node whose fragmentation grows least gets MAX_NODE_SCORE, the most 0.
+        let (Some(&lo), Some(&hi)) = (scores.iter().min(), scores.iter().max()) else {
+            return;
+        };
+        for s in scores.iter_mut() {
+            *s = if hi == lo {
+                MAX_NODE_SCORE
+            } else {
+                (*s - lo) * MAX_NODE_SCORE / (hi - lo)
+            };
+        }
     }
     fn sign(&self, snap: &Snapshot, pod: &Pod, sig: &mut Signature) -> bool {
         if pod.resource_claims.is_empty() {
@@ -69,7 +128,8 @@ impl Plugin for DynamicResources {
             .iter()
             .all(|c| c.resource_claim_name.is_none());
         sig.add(self.name(), &pod.resource_claims);
-        own_claims_only && snap.dra_node_local
+        // The fragmentation score is normalised over the feasible nodes: it depends on them.
+        own_claims_only && snap.dra_node_local && self.device_scoring == DeviceScoring::Strategy
     }
     fn pre_filter(&self, snap: &Snapshot, _pod: &Pod, state: &mut CycleState) -> PreFilter {
         state.dra.claims.clear();

@@ -34,6 +34,7 @@ pub fn build(name: &str, profile: &Profile, names: &ResourceNames) -> Option<Box
         "PodTopologySpread" => Box::new(pod_topology_spread::PodTopologySpread),
         "DynamicResources" => Box::new(dynamic_resources::DynamicResources {
             strategy: node_resources_fit::Strategy::new(&profile.scoring_strategy),
+            device_scoring: profile.device_scoring,
         }),
         "InterPodAffinity" => Box::new(inter_pod_affinity::InterPodAffinity {
             hard_pod_affinity_weight: profile.hard_pod_affinity_weight,
