@@ -174,15 +174,17 @@ impl DraState {
     /// (constraints between devices are not considered). `shapes_id` names the shape list for
     /// the cache (answers for alike nodes with alike usage are remembered).
     ///
-    /// `host_fit[i]` says whether a task of shape `i` fits the node's other resources (cpu,
+    /// `host_fit(i)` says whether a task of shape `i` fits the node's other resources (cpu,
     /// memory: the engine's part) before and after the placement; when it does not, all the
-    /// node's free device units are fragments for it.
+    /// node's free device units are fragments for it. `host_key` must hold everything
+    /// `host_fit` depends on (for the cache).
     pub fn fragmentation_delta(
         &self,
         allocation: &NodeAllocation,
         shapes: &[TaskShape],
         shapes_id: u64,
-        host_fit: &[(bool, bool)],
+        host_key: &[i64],
+        host_fit: &mut dyn FnMut(usize) -> (bool, bool),
     ) -> f64 {
         let node = allocation.node;
         let shared = self.shared();
@@ -195,13 +197,7 @@ impl DraState {
         if let (true, Some(class)) = (cacheable, class) {
             crate::search::fit_key(self, node, class, &claims, &mut key);
             key.push(shapes_id as i64);
-            for chunk in host_fit.chunks(32) {
-                let mut bits = 0i64;
-                for (i, &(b, a)) in chunk.iter().enumerate() {
-                    bits |= (i64::from(b) | (i64::from(a) << 1)) << (2 * i);
-                }
-                key.push(bits);
-            }
+            key.extend_from_slice(host_key);
             if let Some(v) = shared.frag_cache.get(&key) {
                 return v;
             }
@@ -237,7 +233,7 @@ impl DraState {
         let mut buf = Vec::new();
         let all = |free: &[Free]| free.iter().map(|f| f.units).sum::<i64>();
         for (i, s) in shapes.iter().enumerate() {
-            let (fit_before, fit_after) = host_fit.get(i).copied().unwrap_or((true, true));
+            let (fit_before, fit_after) = host_fit(i);
             let f_after = if fit_after {
                 self.fragmentation_for(devices, &after, &s.claims, &mut buf)
             } else {

@@ -382,17 +382,23 @@ fn fragmentation_delta_prefers_filling_a_partly_used_gpu() {
             weight: 1.0,
         },
     ];
-    let fit = [(true, true), (true, true)];
+    let mut fit = |_: usize| (true, true);
     // Another half on node-a fills its used GPU: the half-free GPU no whole-GPU task could
     // use is gone (fragmentation shrinks by 500 units for the whole-GPU half of the tasks).
     let on_a = st.try_allocate(a, &[half]).unwrap();
     assert_eq!(devices_of(&st, &on_a), ["gpu-0"]);
-    assert_eq!(st.fragmentation_delta(&on_a, &shapes, 1, &fit), -250.0);
+    assert_eq!(
+        st.fragmentation_delta(&on_a, &shapes, 1, &[], &mut fit),
+        -250.0
+    );
     // On node-b it breaks a whole GPU: 500 more units whole-GPU tasks cannot use.
     let on_b = st.try_allocate(b, &[half]).unwrap();
-    assert_eq!(st.fragmentation_delta(&on_b, &shapes, 1, &fit), 250.0);
+    assert_eq!(
+        st.fragmentation_delta(&on_b, &shapes, 1, &[], &mut fit),
+        250.0
+    );
     // A task that does not fit the node's cpu after the placement finds every free unit a
     // fragment.
-    let no_room = [(true, false), (true, false)];
-    assert!(st.fragmentation_delta(&on_a, &shapes, 2, &no_room) > 0.0);
+    let mut no_room = |_: usize| (true, false);
+    assert!(st.fragmentation_delta(&on_a, &shapes, 1, &[1], &mut no_room) > 0.0);
 }

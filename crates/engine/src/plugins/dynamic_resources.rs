@@ -80,17 +80,27 @@ impl Plugin for DynamicResources {
                 }
             };
             let tasks = &snap.task_shapes;
-            let free = |r: ResourceId| snap.allocatable(node, r) - snap.requested(node, r);
-            let host_fit: Vec<(bool, bool)> = tasks
-                .requests
-                .iter()
-                .map(|req| {
-                    let before = req.iter().all(|&(r, v)| v <= free(r));
-                    let after = req.iter().all(|&(r, v)| v <= free(r) - pod.requests.get(r));
-                    (before, after)
-                })
-                .collect();
-            let delta = dra.fragmentation_delta(&a, &tasks.shapes, tasks.id, &host_fit);
+            // The node's free resources, then the pod's requests: all a shape's fit depends on.
+            let width = snap.width;
+            let mut host_key = vec![0i64; 2 * width];
+            for r in 0..width {
+                let id = ResourceId(r as u16);
+                host_key[r] = snap.allocatable(node, id) - snap.requested(node, id);
+            }
+            for (r, v) in pod.requests.iter() {
+                host_key[width + r.index()] = v;
+            }
+            let (free, asked) = host_key.split_at(width);
+            let mut host_fit = |i: usize| {
+                let req = &tasks.requests[i];
+                let before = req.iter().all(|&(r, v)| v <= free[r.index()]);
+                let after = req
+                    .iter()
+                    .all(|&(r, v)| v <= free[r.index()] - asked[r.index()]);
+                (before, after)
+            };
+            let delta =
+                dra.fragmentation_delta(&a, &tasks.shapes, tasks.id, &host_key, &mut host_fit);
             return -(delta * 1000.0).round() as i64;
         }
         let load = dra.device_load(node, refs);
