@@ -83,9 +83,9 @@ impl Plugin for DynamicResources {
             // The node's free resources, then the pod's requests: all a shape's fit depends on.
             let width = snap.width;
             let mut host_key = vec![0i64; 2 * width];
-            for r in 0..width {
+            for (r, free) in host_key[..width].iter_mut().enumerate() {
                 let id = ResourceId(r as u16);
-                host_key[r] = snap.allocatable(node, id) - snap.requested(node, id);
+                *free = snap.allocatable(node, id) - snap.requested(node, id);
             }
             for (r, v) in pod.requests.iter() {
                 host_key[width + r.index()] = v;
