@@ -92,17 +92,22 @@ impl DraState {
         if !e.multi || usage.shares[d.index()] == 0 {
             return 0;
         }
-        let used = &usage.capacity_used[e.cap_offset as usize..];
-        let share = e
-            .capacity
-            .iter()
-            .enumerate()
-            .filter(|(_, slot)| slot.value > 0)
-            .map(|(k, slot)| used[k].saturating_mul(DEVICE_UNITS) / slot.value)
-            .max();
-        // Shared with no capacity to measure by: in use is in use.
-        share.unwrap_or(DEVICE_UNITS).min(DEVICE_UNITS)
+        share_used(e, &usage.capacity_used[e.cap_offset as usize..], |_| 0)
     }
+}
+
+/// The share of shared device `e` in use (in units), by its most used capacity: `used` (its
+/// slots of the usage vector) plus `extra(slot)`. Shared with no capacity to measure by: in
+/// use is in use.
+fn share_used(e: &DeviceEntry, used: &[i64], extra: impl Fn(usize) -> i64) -> i64 {
+    e.capacity
+        .iter()
+        .enumerate()
+        .filter(|(_, slot)| slot.value > 0)
+        .map(|(k, slot)| (used[k] + extra(k)).saturating_mul(DEVICE_UNITS) / slot.value)
+        .max()
+        .unwrap_or(DEVICE_UNITS)
+        .min(DEVICE_UNITS)
 }
 
 /// The share of `e` (in units) the capacity requests of `alt` take: the largest over the
@@ -270,22 +275,12 @@ impl DraState {
                 whole: false,
             };
         }
-        let used = &usage.capacity_used[e.cap_offset as usize..];
-        let share = e
-            .capacity
-            .iter()
-            .enumerate()
-            .filter(|(_, slot)| slot.value > 0)
-            .map(|(k, slot)| {
-                let add: i64 = taken
-                    .iter()
-                    .map(|a| a.consumed_capacity.get(k).copied().unwrap_or(0))
-                    .sum();
-                (used[k] + add).saturating_mul(DEVICE_UNITS) / slot.value
-            })
-            .max()
-            .unwrap_or(DEVICE_UNITS)
-            .min(DEVICE_UNITS);
+        let share = share_used(e, &usage.capacity_used[e.cap_offset as usize..], |k| {
+            taken
+                .iter()
+                .map(|a| a.consumed_capacity.get(k).copied().unwrap_or(0))
+                .sum()
+        });
         Free {
             units: DEVICE_UNITS - share,
             whole: false,

@@ -103,6 +103,16 @@ struct Scratch {
 }
 
 impl Scratch {
+    /// What a taken device consumes of each of its capacities (empty unless shared).
+    fn consumed_by(&self, cat: &Catalog, t: &Taken) -> Box<[i64]> {
+        let c = self.cands[t.cand];
+        if c.consumed == NO_CONSUMED {
+            return Box::new([]);
+        }
+        let n = cat.device(c.dev).capacity.len();
+        self.consumed[c.consumed as usize..c.consumed as usize + n].into()
+    }
+
     fn clear(&mut self) {
         self.order.clear();
         self.allocated.clear();
@@ -337,13 +347,7 @@ fn picked(state: &DraState, node: NodeId, w: &Scratch) -> Arc<[Picked]> {
         .iter()
         .map(|t| {
             let alt = &w.alts[t.alt];
-            let c = w.cands[t.cand];
-            let consumed: Box<[i64]> = if c.consumed == NO_CONSUMED {
-                Box::new([])
-            } else {
-                let n = cat.device(c.dev).capacity.len();
-                w.consumed[c.consumed as usize..c.consumed as usize + n].into()
-            };
+            let consumed = w.consumed_by(cat, t);
             Picked {
                 claim: t.claim as u16,
                 request: RequestRef {
@@ -731,13 +735,7 @@ fn result(state: &DraState, node: NodeId, w: &Scratch) -> NodeAllocation {
             .map(|t| {
                 let r = &w.reqs[t.req];
                 let alt = &w.alts[t.alt];
-                let c = w.cands[t.cand];
-                let consumed: Box<[i64]> = if c.consumed == NO_CONSUMED {
-                    Box::new([])
-                } else {
-                    let n = cat.device(c.dev).capacity.len();
-                    w.consumed[c.consumed as usize..c.consumed as usize + n].into()
-                };
+                let consumed = w.consumed_by(cat, t);
                 AllocatedDevice {
                     request: RequestRef {
                         request: r.request,
