@@ -599,8 +599,22 @@ impl<'c> Scheduler<'c> {
                     .then(by_size)
                     .then((&pa.namespace, &pa.name).cmp(&(&pb.namespace, &pb.name)))
             });
+            let unit_pods_independent = self.unit_pods_independent(index, unit);
             for p in order {
                 let without: Vec<PodId> = kept_out.iter().copied().filter(|x| *x != p).collect();
+                let elsewhere = self
+                    .snapshot
+                    .node_of(p)
+                    .is_some_and(|n| !self.last_placement.contains(&n));
+                if elsewhere
+                    && unit_pods_independent
+                    && self.snapshot.pod(p).pod_anti_affinity.is_empty()
+                {
+                    // The placement found leaves the victim's node alone and nothing ties
+                    // the unit's pods to it: it stays valid with the victim reprieved.
+                    kept_out = without;
+                    continue;
+                }
                 if self
                     .unit_fits_without(index, unit, &without, room)
                     .is_some()
@@ -618,6 +632,25 @@ impl<'c> Scheduler<'c> {
             }
         }
         best.unwrap_or_else(|| self.choice(victims, pods))
+    }
+
+    /// Whether a placement of the unit depends only on the nodes it uses: no pod of the unit
+    /// has inter-pod (anti-)affinity or topology spread constraints, and every device is
+    /// node-local. Then a victim on another node can be reprieved without a new placement.
+    fn unit_pods_independent(&self, index: &GroupIndex, unit: Unit) -> bool {
+        let mut pending = Vec::new();
+        match unit {
+            Unit::Group(g) => pending.extend_from_slice(&index.groups[g].pending),
+            Unit::Composite(c) => index.composite_pending(c, &mut pending),
+            Unit::Pod(p) => pending.push(p),
+        }
+        (self.snapshot.dra.is_none() || self.snapshot.dra_node_local)
+            && pending.iter().all(|&p| {
+                let pod = self.snapshot.pod(p);
+                pod.pod_affinity.is_empty()
+                    && pod.pod_anti_affinity.is_empty()
+                    && pod.topology_spread.is_empty()
+            })
     }
 
     /// A cheap necessary condition: on some node with room or with victims, the free room
