@@ -34,7 +34,12 @@ pub fn build(name: &str, profile: &Profile, names: &ResourceNames) -> Option<Box
         "PodTopologySpread" => Box::new(pod_topology_spread::PodTopologySpread),
         "DynamicResources" => Box::new(dynamic_resources::DynamicResources {
             strategy: node_resources_fit::Strategy::new(&profile.scoring_strategy),
-            device_scoring: profile.device_scoring,
+            // The mode matters only where the score is enabled (it also turns batching off).
+            device_scoring: if profile.scores.iter().any(|(n, _)| n == "DynamicResources") {
+                profile.device_scoring
+            } else {
+                crate::config::DeviceScoring::Strategy
+            },
         }),
         "InterPodAffinity" => Box::new(inter_pod_affinity::InterPodAffinity {
             hard_pod_affinity_weight: profile.hard_pod_affinity_weight,
