@@ -6,6 +6,8 @@
 //! request of the pod's claims could select count (by class and request selectors), so a node's
 //! NICs do not dilute its GPUs.
 
+use std::sync::Arc;
+
 use lockstep_model::NodeId;
 use lockstep_model::dra::AllocationMode;
 
@@ -39,30 +41,65 @@ impl DraState {
             .get(node.index())
             .map(Vec::as_slice)
             .unwrap_or(&[]);
-        let mut load = DeviceLoad::default();
-        let specs = || pending_specs(self, claims);
+        // Which devices count and the demand depend only on the devices' static properties:
+        // remembered per node class for claims from templates.
+        let (relevant, demand) = match crate::search::cache_class(self, node, claims) {
+            Some(class) => {
+                let mut key = Vec::with_capacity(claims.len() + 1);
+                key.push(i64::from(class));
+                key.extend(claims.iter().map(|c| match c {
+                    ClaimRef::Template(t) => i64::from(t.0),
+                    ClaimRef::Claim(c) => -1 - i64::from(c.0),
+                }));
+                match shared.load_cache.get(&key) {
+                    Some(v) => v,
+                    None => {
+                        let v = self.relevant_and_demand(devices, claims);
+                        shared.load_cache.insert(&key, v.clone());
+                        v
+                    }
+                }
+            }
+            None => self.relevant_and_demand(devices, claims),
+        };
+        if relevant.is_empty() {
+            return DeviceLoad::default();
+        }
+        DeviceLoad {
+            used: relevant
+                .iter()
+                .map(|&i| self.device_units_used(devices[usize::from(i)]))
+                .sum(),
+            demand,
+            total: relevant.len() as i64 * DEVICE_UNITS,
+        }
+    }
+
+    /// The positions in `devices` of those some request of `claims` could select, and the
+    /// units the claims would take: the first alternative of each request, as the allocator
+    /// tries it first; a share of the first device it could select for capacity requests.
+    fn relevant_and_demand(&self, devices: &[DeviceId], claims: &[ClaimRef]) -> (Arc<[u16]>, i64) {
+        let shared = self.shared();
+        let cat = &shared.catalog;
         let selects = |alt: &AltC, d: DeviceId| {
             alt.selectors
                 .iter()
                 .all(|&s| shared.selectors.matches(s, d, cat) == Match::Yes)
         };
-        for &d in devices {
-            let relevant = specs().any(|spec| {
-                spec.requests
-                    .iter()
-                    .any(|r| r.alts.iter().any(|alt| selects(alt, d)))
-            });
-            if relevant {
-                load.total += DEVICE_UNITS;
-                load.used += self.device_units_used(d);
-            }
-        }
-        if load.total == 0 {
-            return load;
-        }
-        // The first alternative of each request, as the allocator tries it first; a share of
-        // the first device here it could select for capacity requests.
-        for spec in specs() {
+        let relevant: Arc<[u16]> = devices
+            .iter()
+            .enumerate()
+            .filter(|&(_, &d)| {
+                pending_specs(self, claims).any(|spec| {
+                    spec.requests
+                        .iter()
+                        .any(|r| r.alts.iter().any(|alt| selects(alt, d)))
+                })
+            })
+            .map(|(i, _)| i as u16)
+            .collect();
+        let mut demand = 0;
+        for spec in pending_specs(self, claims) {
             for r in &spec.requests {
                 let Some(alt) = r.alts.first() else { continue };
                 let AllocationMode::ExactCount(n) = alt.mode else {
@@ -76,10 +113,10 @@ impl DraState {
                         .find(|&&d| selects(alt, d))
                         .map_or(DEVICE_UNITS, |&d| capacity_share(cat.device(d), alt))
                 };
-                load.demand += i64::from(n) * per_device;
+                demand += i64::from(n) * per_device;
             }
         }
-        load
+        (relevant, demand)
     }
 
     /// Units of device `d` in use.

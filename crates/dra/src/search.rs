@@ -290,7 +290,7 @@ pub(crate) fn fits(state: &DraState, node: NodeId, claims: &[ClaimRef]) -> Resul
 
 /// The node's class when answers for `claims` on it can be remembered: claims from
 /// templates only (allocated claims would add their state to the key).
-fn cache_class(state: &DraState, node: NodeId, claims: &[ClaimRef]) -> Option<u32> {
+pub(crate) fn cache_class(state: &DraState, node: NodeId, claims: &[ClaimRef]) -> Option<u32> {
     let class = state
         .shared()
         .catalog

@@ -165,6 +165,9 @@ pub(crate) struct Shared {
     pub fit_cache: crate::search::FitCache,
     /// Answers of [`DraState::fragmentation_delta`], keyed the same way plus the shape list.
     pub frag_cache: crate::search::Memo<f64>,
+    /// Devices that count for [`DraState::device_load`] and the demand, by node class and
+    /// claims.
+    pub load_cache: crate::search::Memo<(Arc<[u16]>, i64)>,
 }
 
 /// The DRA view of a cluster: devices, classes, claims, templates, and which devices are in
@@ -260,6 +263,7 @@ impl DraState {
                 template_ids,
                 fit_cache: Default::default(),
                 frag_cache: Default::default(),
+                load_cache: Default::default(),
             }),
             usage,
             limits,
