@@ -396,6 +396,14 @@ impl DraState {
         }
     }
 
+    /// Lets an allocated claim go with its last user: for a claim allocated in the input
+    /// whose consumers are all counted by [`reserve`](Self::reserve) from now on.
+    pub fn unpin(&mut self, claim: ClaimId) {
+        if let Some(u) = self.usage.claims.get_mut(claim.index()) {
+            u.pinned = false;
+        }
+    }
+
     /// Whether the claim is allocated now.
     pub fn is_allocated(&self, claim: ClaimId) -> bool {
         self.usage

@@ -139,13 +139,47 @@ impl<'c> Snapshot<'c> {
                     });
                 }
             }
-            Some(DraState::new(DraInputs {
+            // A running pod in a claim's reservedFor is counted again when it is assumed
+            // below: count it there only. A claim whose every consumer is such a pod is freed
+            // with its last one, as the claim controller would.
+            let mut unpin = Vec::new();
+            let pods_by_key: HashMap<(&str, &str), &Pod> =
+                if claims.iter().any(|c| !c.reserved_for.is_empty()) {
+                    cluster
+                        .pods
+                        .iter()
+                        .map(|p| ((p.namespace.as_str(), p.name.as_str()), p))
+                        .collect()
+                } else {
+                    HashMap::new()
+                };
+            for c in &mut claims {
+                if c.reserved_for.is_empty() {
+                    continue;
+                }
+                c.reserved_for.retain(|key| {
+                    let pod = key
+                        .split_once('/')
+                        .and_then(|(ns, name)| pods_by_key.get(&(ns, name)));
+                    !pod.is_some_and(|p| running_user(cluster, p, &c.namespace, &c.name))
+                });
+                if c.reserved_for.is_empty() {
+                    unpin.push((c.namespace.clone(), c.name.clone()));
+                }
+            }
+            let mut dra = DraState::new(DraInputs {
                 nodes: &cluster.nodes,
                 classes: &cluster.device_classes,
                 slices: &cluster.resource_slices,
                 claims: &claims,
                 templates: &cluster.resource_claim_templates,
-            })?)
+            })?;
+            for (ns, name) in unpin {
+                if let Some(id) = dra.claim_id(&ns, &name) {
+                    dra.unpin(id);
+                }
+            }
+            Some(dra)
         } else {
             None
         };
@@ -393,6 +427,15 @@ fn resolve_claims(dra: Option<&DraState>, cluster: &Cluster, pod: &Pod) -> PodCl
                 .claim_id(&pod.namespace, name)
                 .map(ClaimRef::Claim)
                 .ok_or_else(|| format!("resourceclaim \"{name}\" not found")),
+            // The claim made for the pod from the template, when the input holds it.
+            (None, Some(_))
+                if let Some(id) = c
+                    .generated_claim
+                    .as_deref()
+                    .and_then(|g| dra.claim_id(&pod.namespace, g)) =>
+            {
+                Ok(ClaimRef::Claim(id))
+            }
             // The ResourceClaim controller cannot make the pod's claim without its template.
             (None, Some(name)) => dra
                 .template_id(&pod.namespace, name)
@@ -406,6 +449,23 @@ fn resolve_claims(dra: Option<&DraState>, cluster: &Cluster, pod: &Pod) -> PodCl
         }
     }
     PodClaims::Refs(refs)
+}
+
+/// Whether `pod` runs on a node of the input and uses the claim `namespace/claim` (by name,
+/// or as the claim made for it from a template): the snapshot assumes it, which counts it as
+/// a user of the claim.
+fn running_user(cluster: &Cluster, pod: &Pod, namespace: &str, claim: &str) -> bool {
+    pod.namespace == namespace
+        && pod.is_bound()
+        && pod
+            .node_name
+            .as_deref()
+            .is_some_and(|n| cluster.nodes.iter().any(|nd| nd.name == n))
+        && pod.resource_claims.iter().any(|c| {
+            c.resource_claim_name.as_deref() == Some(claim)
+                || (c.resource_claim_template_name.is_some()
+                    && c.generated_claim.as_deref() == Some(claim))
+        })
 }
 
 /// The distinct (claims, requests) of the pods with claims, each weighted by its pods, in

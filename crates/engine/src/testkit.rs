@@ -319,6 +319,7 @@ pub fn dra_gpus(nodes: usize, singles: usize, quads: usize) -> Cluster {
                 name: "gpu".into(),
                 resource_claim_name: None,
                 resource_claim_template_name: Some(tpl.into()),
+                generated_claim: None,
             });
             c.pods.push(p);
         }

@@ -297,6 +297,7 @@ fn a_pod_group_claim_from_a_template_is_one_claim_shared_by_its_pods() {
             name: "shared".into(),
             resource_claim_name: None,
             resource_claim_template_name: Some("two".into()),
+            generated_claim: None,
         });
     }
     let d = schedule(&c, Options::default()).unwrap();

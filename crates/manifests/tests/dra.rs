@@ -639,11 +639,13 @@ fn pods_name_their_claims() {
                 name: "gpu".into(),
                 resource_claim_name: None,
                 resource_claim_template_name: Some("one-gpu".into()),
+                generated_claim: None,
             },
             PodResourceClaim {
                 name: "shared".into(),
                 resource_claim_name: Some("shared-gpu".into()),
                 resource_claim_template_name: None,
+                generated_claim: None,
             },
         ]
     );
@@ -1368,4 +1370,48 @@ fn the_examples_use_only_api_fields() {
         }
     }
     assert_eq!(checked, 3 + 1 + 3 + 3 + 1 + 7);
+}
+
+#[test]
+fn claim_statuses_name_the_claims_made_from_templates() {
+    let pod = |statuses: &str| {
+        format!(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: trainer, namespace: ml}}
+spec:
+  resourceClaims:
+  - {{name: gpu, resourceClaimTemplateName: one-gpu}}
+  - {{name: shared, resourceClaimName: shared-gpu}}
+  containers:
+  - {{name: c, image: x}}
+status:
+  resourceClaimStatuses: {statuses}
+"#
+        )
+    };
+    let loaded = ok(&pod("[{name: gpu, resourceClaimName: trainer-gpu-x7k2p}, \
+         {name: shared, resourceClaimName: shared-gpu}]"));
+    let claims = &loaded.cluster.pods[0].resource_claims;
+    assert_eq!(
+        claims[0].generated_claim.as_deref(),
+        Some("trainer-gpu-x7k2p")
+    );
+    // A claim naming an existing ResourceClaim uses that one.
+    assert_eq!(claims[1].generated_claim, None);
+    // Unset: no claim was needed; the template is used as it is.
+    let loaded = ok(&pod("[{name: gpu}]"));
+    assert_eq!(
+        loaded.cluster.pods[0].resource_claims[0].generated_claim,
+        None
+    );
+    let message = err(&pod("[{name: gpus, resourceClaimName: trainer-gpus-1}]"));
+    assert_contains(
+        &message,
+        &[
+            "status.resourceClaimStatuses[0].name",
+            "\"gpus\" is not in spec.resourceClaims",
+        ],
+    );
 }

@@ -160,7 +160,7 @@ impl Pod {
 }
 
 /// One entry of a pod's `spec.resourceClaims`: exactly one of the two sources is set.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct PodResourceClaim {
     /// The name the pod's containers use.
     pub name: String,
@@ -168,6 +168,9 @@ pub struct PodResourceClaim {
     pub resource_claim_name: Option<String>,
     /// A ResourceClaimTemplate in the pod's namespace: the pod gets a claim of its own.
     pub resource_claim_template_name: Option<String>,
+    /// For a claim from a template: the ResourceClaim the claim controller made for this pod
+    /// (`status.resourceClaimStatuses`), when the pod's status names one.
+    pub generated_claim: Option<String>,
 }
 
 #[derive(Debug, Clone)]

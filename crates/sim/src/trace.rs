@@ -386,6 +386,7 @@ impl TraceBuilder {
                     name: "gpu".into(),
                     resource_claim_name: None,
                     resource_claim_template_name: Some(template),
+                    generated_claim: None,
                 });
                 if milli == 1000 {
                     gpus += shape.gpus;

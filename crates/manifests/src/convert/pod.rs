@@ -108,7 +108,8 @@ pub(crate) fn pod(
         }
     };
 
-    let resource_claims = resource_claims(&ctx, spec)?;
+    let mut resource_claims = resource_claims(&ctx, spec)?;
+    generated_claims(&ctx, p, &mut resource_claims)?;
     let resources = pod_resources(&ctx, spec)?;
     let effective = effective_requests(&resources);
 
@@ -221,6 +222,7 @@ fn resource_claims(ctx: &Ctx, spec: &core::PodSpec) -> Result<Vec<PodResourceCla
             name: c.name.clone(),
             resource_claim_name: claim,
             resource_claim_template_name: template,
+            generated_claim: None,
         });
     }
     let containers = spec
@@ -251,6 +253,41 @@ fn resource_claims(ctx: &Ctx, spec: &core::PodSpec) -> Result<Vec<PodResourceCla
         }
     }
     Ok(out)
+}
+
+/// `status.resourceClaimStatuses`: the ResourceClaim made for each claim from a template.
+/// Each entry must name a claim of `spec.resourceClaims`.
+fn generated_claims(
+    ctx: &Ctx,
+    p: &core::Pod,
+    claims: &mut [PodResourceClaim],
+) -> Result<(), LoadError> {
+    let statuses = p
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_claim_statuses.as_deref())
+        .unwrap_or_default();
+    for (i, st) in statuses.iter().enumerate() {
+        let path = format!("status.resourceClaimStatuses[{i}]");
+        let Some(c) = claims.iter_mut().find(|c| c.name == st.name) else {
+            return Err(ctx.invalid(
+                format!("{path}.name"),
+                format!(
+                    "{:?} is not in spec.resourceClaims; name a pod resource claim or remove \
+                     this entry",
+                    st.name
+                ),
+            ));
+        };
+        let Some(generated) = non_empty(&st.resource_claim_name) else {
+            continue;
+        };
+        // A claim that names an existing ResourceClaim uses that one.
+        if c.resource_claim_template_name.is_some() {
+            c.generated_claim = Some(generated.to_string());
+        }
+    }
+    Ok(())
 }
 
 /// A container's requests after API-server defaulting: a resource with a limit but no
