@@ -31,10 +31,6 @@ pub fn strategy_name(kind: ScoringStrategyType) -> &'static str {
     }
 }
 
-/// The DynamicResources weight of the `device-fragmentation` term: a node's other scores
-/// (at most 100 each, default weights 1-3) only break the fragmentation score's ties.
-pub const FRAGMENTATION_WEIGHT: i64 = 100;
-
 /// The compared set when `--compare` names none.
 pub const DEFAULT_COMPARE: &[&str] = &[
     "least-allocated",
@@ -58,8 +54,8 @@ impl Policy {
     }
 
     /// Parses a spec: terms joined by `+`, each one of `least-allocated`, `most-allocated`,
-    /// `device-fragmentation` (DRA devices scored by fragmentation growth, as the deciding
-    /// score: weight [`FRAGMENTATION_WEIGHT`]),
+    /// `device-fragmentation` (fragmentation gradient descent: the DynamicResources score in
+    /// its Fragmentation mode as the only score, as the paper's FGD policy),
     /// `device-strategy` (DRA devices scored with the strategy), `batching`, `no-batching`,
     /// `preemption`, `no-preemption`,
     /// `gang-preemption=off|minimal|atomic`. Terms not given keep the engine's defaults and
@@ -79,14 +75,9 @@ impl Policy {
                     p.profile.scoring_strategy.kind = ScoringStrategyType::MostAllocated
                 }
                 "device-fragmentation" => {
-                    // The fragmentation score decides; the others only break its ties.
+                    // As the paper's FGD policy: the fragmentation score alone decides.
                     p.profile.device_scoring = DeviceScoring::Fragmentation;
-                    p.profile
-                        .scores
-                        .retain(|(name, _)| name != "DynamicResources");
-                    p.profile
-                        .scores
-                        .push(("DynamicResources".into(), FRAGMENTATION_WEIGHT));
+                    p.profile.scores = vec![("DynamicResources".into(), 1)];
                 }
                 "device-strategy" => p.profile.device_scoring = DeviceScoring::Strategy,
                 "batching" => p.batching = true,
@@ -162,16 +153,7 @@ mod tests {
         assert_eq!(Policy::from_profile(&base).name, "least-allocated");
         let fgd = Policy::parse("device-fragmentation", &gpu_aware(base.clone())).expect("spec");
         assert_eq!(fgd.profile.device_scoring, DeviceScoring::Fragmentation);
-        let dra: Vec<_> = fgd
-            .profile
-            .scores
-            .iter()
-            .filter(|(n, _)| n == "DynamicResources")
-            .collect();
-        assert_eq!(
-            dra,
-            [&("DynamicResources".to_string(), FRAGMENTATION_WEIGHT)]
-        );
+        assert_eq!(fgd.profile.scores, [("DynamicResources".to_string(), 1)]);
     }
 
     #[test]
