@@ -212,7 +212,8 @@ impl DraState {
     /// fragmentation of a node for one task is the free device units the task could not use:
     /// all of them when the task cannot be placed there, else those of the devices it could
     /// not take (a device in part used is no use to a task asking for whole devices, a share
-    /// smaller than a task's request is no use to it). Devices are counted one by one
+    /// smaller than a task's request is no use to it; a task without claims can use none
+    /// and needs none, so it sees fragments only where it does not fit). Devices are counted one by one
     /// (constraints between devices are not considered). `shapes_id` names the shape list for
     /// the cache (answers for alike nodes with alike usage are remembered).
     ///
@@ -334,6 +335,10 @@ impl DraState {
     ) -> i64 {
         let shared = self.shared();
         let cat = &shared.catalog;
+        if claims.is_empty() {
+            // A task without devices leaves none unusable where it fits.
+            return 0;
+        }
         let all_free: i64 = free.iter().map(|f| f.units).sum();
         let mut usable = vec![false; devices.len()];
         for spec in pending_specs(self, claims) {

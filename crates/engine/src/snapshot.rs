@@ -475,10 +475,13 @@ fn task_shapes(cluster: &Cluster, claims: &[PodClaims]) -> TaskShapes {
     type Key<'a> = (&'a [ClaimRef], Vec<(ResourceId, i64)>);
     let mut counts: std::collections::BTreeMap<Key, u32> = Default::default();
     for (pod, c) in cluster.pods.iter().zip(claims) {
-        if let PodClaims::Refs(refs) = c {
-            let requests: Vec<(ResourceId, i64)> = pod.requests.iter().collect();
-            *counts.entry((refs.as_slice(), requests)).or_insert(0) += 1;
-        }
+        let refs: &[ClaimRef] = match c {
+            PodClaims::Refs(refs) => refs,
+            PodClaims::None => &[],
+            PodClaims::Missing(_) => continue,
+        };
+        let requests: Vec<(ResourceId, i64)> = pod.requests.iter().collect();
+        *counts.entry((refs, requests)).or_insert(0) += 1;
     }
     let mut h = std::collections::hash_map::DefaultHasher::new();
     let mut shapes = Vec::with_capacity(counts.len());
