@@ -7,7 +7,9 @@
 //! `percentageOfNodesToScore` below 100 successive pods look at successive windows.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
+
+use rustc_hash::FxHashMap;
 
 use lockstep_model::{NodeId, Pod, PodId};
 
@@ -33,6 +35,14 @@ pub fn num_feasible_nodes_to_find(percentage: u32, num_nodes: usize) -> usize {
         }
     }
     (num_nodes * p / 100).max(MIN_FEASIBLE_NODES_TO_FIND)
+}
+
+/// A cycle that found no node (see `Framework::failed`).
+struct Failed {
+    signature: Signature,
+    scope: u64,
+    generation: u64,
+    error: FitError,
 }
 
 /// Why a pod fits no node: the number of nodes and how many were rejected for each reason.
@@ -97,12 +107,16 @@ pub struct Framework {
     state: CycleState,
     active: Vec<usize>,
     reasons: Vec<Reason>,
-    failures: HashMap<Reason, u32>,
+    /// Rejections per reason in this cycle (Fx: SipHash showed in profiles of full clusters).
+    failures: FxHashMap<Reason, u32>,
     feasible: Vec<NodeId>,
     raw: Vec<i64>,
     total: Vec<i64>,
     batching: bool,
     batch: Option<Batch>,
+    /// The last full cycle that found no node, for a pod with a signature: an identical pod
+    /// against the unchanged snapshot (same generation and scope) fails the same way.
+    failed: Option<Failed>,
     signature: Signature,
     active_scorers: Vec<usize>,
     /// The total score of the node the last successful cycle chose.
@@ -142,7 +156,7 @@ impl Framework {
             state: CycleState::default(),
             active: Vec::new(),
             reasons: Vec::new(),
-            failures: HashMap::new(),
+            failures: FxHashMap::default(),
             feasible: Vec::new(),
             raw: Vec::new(),
             total: Vec::new(),
@@ -150,6 +164,7 @@ impl Framework {
             batch: None,
             signature: Signature::default(),
             active_scorers: Vec::new(),
+            failed: None,
             batched_cycles: 0,
             full_cycles: 0,
             last_score: 0,
@@ -161,12 +176,14 @@ impl Framework {
     pub fn set_batching(&mut self, on: bool) {
         self.batching = on;
         self.batch = None;
+        self.failed = None;
     }
 
     /// Drops the batching state (a front end calls this when wall time has passed or the
     /// cluster changed in a way the snapshot generation does not show).
     pub fn expire_batch(&mut self) {
         self.batch = None;
+        self.failed = None;
     }
 
     /// Whether `pod` passes every filter on `node` against the snapshot as it is (PreFilter
@@ -272,10 +289,42 @@ impl Framework {
             if let Some(node) = self.try_batch(snap, pod, scope) {
                 return Ok(node);
             }
+            if let Some(f) = &self.failed
+                && f.signature == self.signature
+                && f.scope == scope
+                && f.generation == snap.generation
+            {
+                self.batched_cycles += 1;
+                return Err(f.error.clone());
+            }
         } else {
             self.batch = None;
         }
         self.full_cycles += 1;
+        let result = self.full_cycle(snap, pod_id, candidates, scope, signed);
+        self.failed = match (&result, signed) {
+            (Err(error), true) => Some(Failed {
+                signature: self.signature.clone(),
+                scope,
+                generation: snap.generation,
+                error: error.clone(),
+            }),
+            _ => None,
+        };
+        result
+    }
+
+    /// The full cycle of [`schedule_pod_on`](Self::schedule_pod_on): PreFilter, Filter,
+    /// Score, selection.
+    fn full_cycle(
+        &mut self,
+        snap: &Snapshot,
+        pod_id: PodId,
+        candidates: Option<&[NodeId]>,
+        scope: u64,
+        signed: bool,
+    ) -> Result<NodeId, FitError> {
+        let pod: &Pod = snap.pod(pod_id);
         let n = candidates.map_or(snap.num_nodes(), <[NodeId]>::len);
         self.failures.clear();
         if n == 0 {
