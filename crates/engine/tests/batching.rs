@@ -189,3 +189,30 @@ fn device_score_batches_identically_and_follows_the_strategy() {
     // LeastAllocated spreads them: every node gets some.
     assert_eq!(nodes_used(ScoringStrategyType::LeastAllocated), 40);
 }
+
+#[test]
+fn identical_pods_that_fit_nowhere_fail_once_per_snapshot() {
+    // 10 nodes of 4 CPU; 40 pods of 1 CPU fit, the 20 of 8 CPU after them fit nowhere.
+    let mut cluster = Cluster::default();
+    for i in 0..10 {
+        let n = testkit::node(&mut cluster, &format!("node-{i:02}"), 4000, 16 * GI, 110);
+        cluster.nodes.push(n);
+    }
+    for i in 0..40 {
+        let p = testkit::pod(&mut cluster, &format!("small-{i:02}"), 1000, GI);
+        cluster.pods.push(p);
+    }
+    for i in 0..20 {
+        let p = testkit::pod(&mut cluster, &format!("big-{i:02}"), 8000, GI);
+        cluster.pods.push(p);
+    }
+    let cluster = testkit::finish(cluster);
+    let (batched, (hits, full)) = run(&cluster, true);
+    let (plain, _) = run(&cluster, false);
+    assert_eq!(batched, plain);
+    assert_eq!(batched.bindings.len(), 40);
+    assert_eq!(batched.unschedulable.len(), 20);
+    // One full cycle finds that a big pod fits nowhere; the other 19 reuse it.
+    assert!(hits >= 19 + 39 - 10, "{hits} batched, {full} full");
+    assert!(full <= 12, "{full} full cycles");
+}
