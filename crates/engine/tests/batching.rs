@@ -216,3 +216,33 @@ fn identical_pods_that_fit_nowhere_fail_once_per_snapshot() {
     assert!(hits >= 19 + 39 - 10, "{hits} batched, {full} full");
     assert!(full <= 12, "{full} full cycles");
 }
+
+#[test]
+fn fragmentation_device_score_places_the_same_with_and_without_batching() {
+    use lockstep_engine::config::DeviceScoring;
+    // GPU pods and pods without claims: the fragmentation score ranks nodes for both,
+    // normalised over the feasible nodes, so no pod may reuse another's scores.
+    let mut cluster = testkit::dra_gpus(30, 120, 15);
+    for i in 0..60 {
+        let p = testkit::pod(&mut cluster, &format!("cpu-{i:03}"), 6000, 8 * GI);
+        cluster.pods.push(p);
+    }
+    let cluster = testkit::finish(cluster);
+    let mut options = Options::default();
+    options.profile.scores = vec![("DynamicResources".into(), 1)];
+    options.profile.device_scoring = DeviceScoring::Fragmentation;
+    let run_with = |batching: bool| {
+        let mut s = Scheduler::new(
+            &cluster,
+            Options {
+                batching,
+                ..options.clone()
+            },
+        )
+        .unwrap();
+        s.run()
+    };
+    let batched = run_with(true);
+    assert_eq!(batched, run_with(false));
+    assert!(batched.bindings.len() > 150, "{}", batched.bindings.len());
+}

@@ -127,6 +127,11 @@ impl Plugin for DynamicResources {
         }
     }
     fn sign(&self, snap: &Snapshot, pod: &Pod, sig: &mut Signature) -> bool {
+        // The fragmentation score (which scores pods without claims too) is normalised over
+        // the feasible nodes: it depends on them.
+        if self.device_scoring == DeviceScoring::Fragmentation && snap.dra.is_some() {
+            return false;
+        }
         if pod.resource_claims.is_empty() {
             return true;
         }
@@ -138,8 +143,7 @@ impl Plugin for DynamicResources {
             .iter()
             .all(|c| c.resource_claim_name.is_none());
         sig.add(self.name(), &pod.resource_claims);
-        // The fragmentation score is normalised over the feasible nodes: it depends on them.
-        own_claims_only && snap.dra_node_local && self.device_scoring == DeviceScoring::Strategy
+        own_claims_only && snap.dra_node_local
     }
     fn pre_filter(&self, snap: &Snapshot, _pod: &Pod, state: &mut CycleState) -> PreFilter {
         state.dra.claims.clear();
