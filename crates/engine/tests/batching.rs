@@ -7,11 +7,17 @@ use lockstep_model::{Cluster, HostPort, TaintEffect, Toleration, TolerationOpera
 use proptest::prelude::*;
 
 fn run(cluster: &Cluster, batching: bool) -> (Decisions, (u64, u64)) {
+    run_with(cluster, &Options::default(), batching)
+}
+
+/// Runs `cluster` with `options` and batching on or off; the decisions and the (batched,
+/// full) cycle counts.
+fn run_with(cluster: &Cluster, options: &Options, batching: bool) -> (Decisions, (u64, u64)) {
     let mut s = Scheduler::new(
         cluster,
         Options {
             batching,
-            ..Options::default()
+            ..options.clone()
         },
     )
     .unwrap();
@@ -164,19 +170,8 @@ fn device_score_batches_identically_and_follows_the_strategy() {
         let mut options = Options::default();
         options.profile.scores.push(("DynamicResources".into(), 5));
         options.profile.scoring_strategy.kind = kind;
-        let run_with = |batching: bool| {
-            let mut s = Scheduler::new(
-                &cluster,
-                Options {
-                    batching,
-                    ..options.clone()
-                },
-            )
-            .unwrap();
-            s.run()
-        };
-        let batched = run_with(true);
-        assert_eq!(batched, run_with(false), "{kind:?}");
+        let (batched, _) = run_with(&cluster, &options, true);
+        assert_eq!(batched, run_with(&cluster, &options, false).0, "{kind:?}");
         let mut nodes: Vec<_> = batched.bindings.iter().map(|(_, n)| *n).collect();
         nodes.sort();
         nodes.dedup();
@@ -231,18 +226,7 @@ fn fragmentation_device_score_places_the_same_with_and_without_batching() {
     let mut options = Options::default();
     options.profile.scores = vec![("DynamicResources".into(), 1)];
     options.profile.device_scoring = DeviceScoring::Fragmentation;
-    let run_with = |batching: bool| {
-        let mut s = Scheduler::new(
-            &cluster,
-            Options {
-                batching,
-                ..options.clone()
-            },
-        )
-        .unwrap();
-        s.run()
-    };
-    let batched = run_with(true);
-    assert_eq!(batched, run_with(false));
+    let (batched, _) = run_with(&cluster, &options, true);
+    assert_eq!(batched, run_with(&cluster, &options, false).0);
     assert!(batched.bindings.len() > 150, "{}", batched.bindings.len());
 }
