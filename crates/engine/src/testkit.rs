@@ -276,31 +276,16 @@ pub fn dra_gpus(nodes: usize, singles: usize, quads: usize) -> Cluster {
         ],
         ..DeviceClass::default()
     });
-    let template =
-        |name: &str, count: u32, selectors: Vec<String>, same_root: bool| ResourceClaimTemplate {
-            namespace: "default".into(),
-            name: name.into(),
-            spec: ResourceClaimSpec {
-                requests: vec![DeviceRequest {
-                    name: "gpu".into(),
-                    kind: DeviceRequestKind::Exactly(ExactDeviceRequest {
-                        device_class_name: "gpu".into(),
-                        selectors,
-                        allocation_mode: AllocationMode::ExactCount(count),
-                        ..ExactDeviceRequest::default()
-                    }),
-                }],
-                constraints: if same_root {
-                    vec![DeviceConstraint {
-                        requests: Vec::new(),
-                        kind: ConstraintKind::MatchAttribute("gpu.example.com/pcieRoot".into()),
-                    }]
-                } else {
-                    Vec::new()
-                },
-                config: Vec::new(),
-            },
-        };
+    let template = |name: &str, count: u32, selectors: Vec<String>, same_root: bool| {
+        let mut t = claim_template(name, "gpu", count, selectors, Default::default());
+        if same_root {
+            t.spec.constraints.push(DeviceConstraint {
+                requests: Vec::new(),
+                kind: ConstraintKind::MatchAttribute("gpu.example.com/pcieRoot".into()),
+            });
+        }
+        t
+    };
     c.resource_claim_templates.push(template(
         "one-40gi",
         1,
@@ -325,4 +310,34 @@ pub fn dra_gpus(nodes: usize, singles: usize, quads: usize) -> Cluster {
         }
     }
     finish(c)
+}
+
+/// A ResourceClaimTemplate in `default` with one request `gpu` for `count` devices of `class`
+/// (with the given CEL selectors and capacity requests) and no constraints.
+pub fn claim_template(
+    name: &str,
+    class: &str,
+    count: u32,
+    selectors: Vec<String>,
+    capacity_requests: std::collections::BTreeMap<String, i64>,
+) -> lockstep_model::dra::ResourceClaimTemplate {
+    use lockstep_model::dra::*;
+    ResourceClaimTemplate {
+        namespace: "default".into(),
+        name: name.into(),
+        spec: ResourceClaimSpec {
+            requests: vec![DeviceRequest {
+                name: "gpu".into(),
+                kind: DeviceRequestKind::Exactly(ExactDeviceRequest {
+                    device_class_name: class.into(),
+                    selectors,
+                    allocation_mode: AllocationMode::ExactCount(count),
+                    capacity_requests,
+                    ..ExactDeviceRequest::default()
+                }),
+            }],
+            constraints: Vec::new(),
+            config: Vec::new(),
+        },
+    }
 }

@@ -8,8 +8,7 @@ use std::fmt;
 
 use lockstep_engine::testkit;
 use lockstep_model::dra::{
-    AllocationMode, AttributeValue, Device, DeviceCapacity, DeviceClass, DeviceRequest,
-    DeviceRequestKind, ExactDeviceRequest, ResourceClaimSpec, ResourceClaimTemplate, ResourcePool,
+    AttributeValue, Device, DeviceCapacity, DeviceClass, ResourceClaimTemplate, ResourcePool,
     ResourceSlice, SliceNodeScope,
 };
 use lockstep_model::{
@@ -545,24 +544,7 @@ fn gpu_template(
     if milli < 1000 {
         capacity_requests.insert("milli".to_string(), milli);
     }
-    ResourceClaimTemplate {
-        namespace: "default".into(),
-        name: name.into(),
-        spec: ResourceClaimSpec {
-            requests: vec![DeviceRequest {
-                name: "gpu".into(),
-                kind: DeviceRequestKind::Exactly(ExactDeviceRequest {
-                    device_class_name: "gpu".into(),
-                    selectors,
-                    allocation_mode: AllocationMode::ExactCount(gpus as u32),
-                    capacity_requests,
-                    ..ExactDeviceRequest::default()
-                }),
-            }],
-            constraints: Vec::new(),
-            config: Vec::new(),
-        },
-    }
+    testkit::claim_template(name, "gpu", gpus as u32, selectors, capacity_requests)
 }
 
 /// Memory helpers for readers and generators.
