@@ -1052,13 +1052,6 @@ fn tolerations(
     let mut out = Vec::with_capacity(list.len());
     for (i, t) in list.iter().enumerate() {
         let at = format!("{path}[{i}]");
-        let (key, operator, value) = super::pod::toleration_terms(
-            ctx,
-            &at,
-            t.key.as_deref(),
-            t.operator.as_deref(),
-            t.value.as_deref(),
-        )?;
         let effect = match t.effect.as_deref() {
             None | Some("") => None,
             Some("NoSchedule") => Some(TaintEffect::NoSchedule),
@@ -1073,12 +1066,14 @@ fn tolerations(
                 ));
             }
         };
-        out.push(Toleration {
-            key,
-            operator,
-            value,
+        out.push(super::pod::toleration(
+            ctx,
+            &at,
+            t.key.as_deref(),
+            t.operator.as_deref(),
+            t.value.as_deref(),
             effect,
-        });
+        )?);
     }
     Ok(out)
 }

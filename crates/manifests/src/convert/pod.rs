@@ -518,15 +518,17 @@ fn convert_pod_affinity(
     Ok(out)
 }
 
-/// The key, operator and value of a toleration (a pod's or a device request's), checked as
-/// the API server checks them. `path` names the toleration.
-pub(crate) fn toleration_terms(
+/// A toleration (a pod's or a device request's) from its key, operator and value, checked as
+/// the API server checks them, and its effect (parsed by the caller: pods and devices allow
+/// different ones). `path` names the toleration.
+pub(crate) fn toleration(
     ctx: &Ctx,
     path: &str,
     key: Option<&str>,
     operator: Option<&str>,
     value: Option<&str>,
-) -> Result<(String, TolerationOperator, String), LoadError> {
+    effect: Option<lockstep_model::TaintEffect>,
+) -> Result<Toleration, LoadError> {
     let operator = match operator {
         None | Some("") | Some("Equal") => TolerationOperator::Equal,
         Some("Exists") => TolerationOperator::Exists,
@@ -551,31 +553,31 @@ pub(crate) fn toleration_terms(
             "a toleration with operator Exists takes no value; remove value",
         ));
     }
-    Ok((key, operator, value))
+    Ok(Toleration {
+        key,
+        operator,
+        value,
+        effect,
+    })
 }
 
 fn tolerations(ctx: &Ctx, spec: &core::PodSpec) -> Result<Vec<Toleration>, LoadError> {
     let mut out = Vec::new();
     for (i, t) in spec.tolerations.iter().flatten().enumerate() {
         let path = format!("spec.tolerations[{i}]");
-        let (key, operator, value) = toleration_terms(
-            ctx,
-            &path,
-            t.key.as_deref(),
-            t.operator.as_deref(),
-            t.value.as_deref(),
-        )?;
         let effect = taint_effect(
             ctx,
             &format!("{path}.effect"),
             t.effect.as_deref().unwrap_or(""),
         )?;
-        out.push(Toleration {
-            key,
-            operator,
-            value,
+        out.push(toleration(
+            ctx,
+            &path,
+            t.key.as_deref(),
+            t.operator.as_deref(),
+            t.value.as_deref(),
             effect,
-        });
+        )?);
     }
     Ok(out)
 }
