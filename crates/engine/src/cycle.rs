@@ -121,6 +121,10 @@ pub struct Framework {
     active_scorers: Vec<usize>,
     /// The total score of the node the last successful cycle chose.
     pub last_score: i64,
+    /// The other nodes whose total score equalled the chosen node's in the last full
+    /// cycle (kube-scheduler picks among such nodes at random; lockstep takes the
+    /// lowest node id). Empty after a batched cycle or a single feasible node.
+    pub tied: Vec<NodeId>,
     /// Score even a single feasible node (preemption compares placements by score).
     pub(crate) force_score: bool,
     /// Cycles answered from the batch state, and full cycles (for reports and tests).
@@ -168,6 +172,7 @@ impl Framework {
             batched_cycles: 0,
             full_cycles: 0,
             last_score: 0,
+            tied: Vec::new(),
             force_score: false,
         })
     }
@@ -284,6 +289,7 @@ impl Framework {
         scope: u64,
     ) -> Result<NodeId, FitError> {
         let pod: &Pod = snap.pod(pod_id);
+        self.tied.clear();
         let signed = self.batching && self.sign(snap, pod);
         if signed {
             if let Some(node) = self.try_batch(snap, pod, scope) {
@@ -468,6 +474,14 @@ impl Framework {
         }
         let chosen = self.feasible[best];
         self.last_score = self.total[best];
+        let top = self.total[best];
+        self.tied.extend(
+            self.feasible
+                .iter()
+                .zip(&self.total)
+                .filter(|(n, t)| **t == top && **n != chosen)
+                .map(|(n, _)| *n),
+        );
         self.batch = signed.then(|| Batch {
             signature: self.signature.clone(),
             scope,

@@ -37,6 +37,10 @@ pub struct Options {
     /// Build kube-scheduler's message for every pod that does not fit (front ends that
     /// discard messages, like the simulator, turn this off).
     pub explain: bool,
+    /// Record, for each pod placed by a pod cycle, the other nodes that scored as high as
+    /// the chosen one (`Decisions::ties`), for comparisons with schedulers that break
+    /// score ties at random.
+    pub record_ties: bool,
 }
 
 impl Default for Options {
@@ -48,6 +52,7 @@ impl Default for Options {
             preemption: true,
             gang_preemption: GangPreemption::default(),
             explain: true,
+            record_ties: false,
         }
     }
 }
@@ -77,6 +82,9 @@ pub struct Decisions {
     pub disrupted_groups: Vec<(String, String)>,
     /// Devices allocated to the pods this run placed, one entry per claim.
     pub allocations: Vec<ClaimDevices>,
+    /// With `Options::record_ties`: for each pod placed by a pod cycle, the other nodes
+    /// whose total score equalled its node's.
+    pub ties: Vec<(PodId, Vec<NodeId>)>,
 }
 
 /// The devices allocated for one claim of a placed pod.
@@ -356,6 +364,9 @@ impl<'c> Scheduler<'c> {
                 match unit {
                     Unit::Pod(id) => match self.framework.schedule_pod(&self.snapshot, id) {
                         Ok(node) => {
+                            if self.options.record_ties {
+                                decisions.ties.push((id, self.framework.tied.clone()));
+                            }
                             self.snapshot.assume(id, node);
                             self.mark_placed(id);
                             decisions.bindings.push((id, node));
