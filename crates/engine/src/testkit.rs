@@ -40,6 +40,7 @@ pub fn pod(cluster: &mut Cluster, name: &str, cpu_milli: i64, memory: i64) -> Po
         priority_class_name: None,
         preemption_policy: PreemptionPolicy::PreemptLowerPriority,
         creation_timestamp: None,
+        start_time: None,
         node_name: None,
         scheduler_name: "default-scheduler".into(),
         phase: PodPhase::Pending,
