@@ -42,6 +42,7 @@ pub fn pod(cluster: &mut Cluster, name: &str, cpu_milli: i64, memory: i64) -> Po
         creation_timestamp: None,
         start_time: None,
         node_name: None,
+        nominated_node_name: None,
         scheduler_name: "default-scheduler".into(),
         phase: PodPhase::Pending,
         requests,

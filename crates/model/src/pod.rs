@@ -125,6 +125,9 @@ pub struct Pod {
     pub start_time: Option<i64>,
     /// `spec.nodeName`: the node the pod runs on (or is bound to).
     pub node_name: Option<String>,
+    /// `status.nominatedNodeName` of a pending pod: the node an earlier preemption made room
+    /// on. The pod's cycle tries that node first and takes it when it passes every filter.
+    pub nominated_node_name: Option<String>,
     pub scheduler_name: String,
     pub phase: PodPhase,
     /// Effective requests: max(sum of app and sidecar containers, each init container plus
