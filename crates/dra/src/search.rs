@@ -369,7 +369,8 @@ fn from_picked(
     claims: &[ClaimRef],
     picked: &[Picked],
 ) -> NodeAllocation {
-    let devices = &state.shared().catalog.node_devices[node.index()];
+    let cat = &state.shared().catalog;
+    let devices = &cat.node_devices[node.index()];
     NodeAllocation {
         node,
         claims: claims
@@ -380,11 +381,15 @@ fn from_picked(
                 devices: picked
                     .iter()
                     .filter(|p| usize::from(p.claim) == ci)
-                    .map(|p| AllocatedDevice {
-                        request: p.request,
-                        device: devices[usize::from(p.position)],
-                        admin_access: p.admin,
-                        consumed_capacity: p.consumed.clone(),
+                    .map(|p| {
+                        let device = devices[usize::from(p.position)];
+                        AllocatedDevice {
+                            request: p.request,
+                            device,
+                            admin_access: p.admin,
+                            shared: !p.admin && cat.device(device).multi,
+                            consumed_capacity: p.consumed.clone(),
+                        }
                     })
                     .collect(),
                 already_allocated: false,
@@ -743,6 +748,7 @@ fn result(state: &DraState, node: NodeId, w: &Scratch) -> NodeAllocation {
                     },
                     device: t.dev,
                     admin_access: alt.admin,
+                    shared: !alt.admin && cat.device(t.dev).multi,
                     consumed_capacity: consumed,
                 }
             })
@@ -866,7 +872,8 @@ impl Search<'_> {
         let e = cat.device(dev);
         let ci = self.w.reqs[r].claim;
 
-        // In use?
+        // In use? A device held exclusively (an allocation without a share) is in use for
+        // every request but admin access, even a device that allows multiple allocations.
         if !e.multi {
             let busy = if admin {
                 self.w.taken.iter().any(|t| t.dev == dev && t.claim == ci)
@@ -876,6 +883,8 @@ impl Search<'_> {
             if busy {
                 return false;
             }
+        } else if !admin && usage.exclusive[dev.index()] > 0 {
+            return false;
         }
 
         // Capacity of a shared device.

@@ -56,8 +56,14 @@ pub struct AllocatedDevice {
     pub request: RequestRef,
     pub device: DeviceId,
     pub admin_access: bool,
-    /// For devices that allow multiple allocations: the amount consumed of each of the
-    /// device's capacities (in the order of [`DraState::device_capacity_names`]); else empty.
+    /// Held as one share of the device (the allocation has a `shareID`): other shares may
+    /// join within the device's capacity. Otherwise (and not admin access) the device is held
+    /// exclusively, whatever its `allowMultipleAllocations` says: an allocation from a
+    /// claim's status without a `shareID` blocks the device for everyone else.
+    pub shared: bool,
+    /// For shares of devices that allow multiple allocations: the amount consumed of each of
+    /// the device's capacities (in the order of [`DraState::device_capacity_names`]); else
+    /// empty.
     pub consumed_capacity: Box<[i64]>,
 }
 
@@ -318,7 +324,11 @@ impl DraState {
                 continue;
             };
             let e = cat.device(dev);
-            let consumed: Box<[i64]> = if e.multi && !r.admin_access {
+            // Held as a share only when the allocation says so (a shareID), as the
+            // Kubernetes allocator reads allocated state: without one, the device is taken
+            // whole even if it allows multiple allocations.
+            let shared = r.share_id.is_some() && !r.admin_access;
+            let consumed: Box<[i64]> = if shared && e.multi {
                 e.capacity
                     .iter()
                     .map(|slot| {
@@ -339,6 +349,7 @@ impl DraState {
                 },
                 device: dev,
                 admin_access: r.admin_access,
+                shared,
                 consumed_capacity: consumed,
             });
         }
@@ -606,7 +617,7 @@ impl DraState {
                     .zip(d.consumed_capacity.iter())
                     .map(|(c, &v)| (cat.names.name(c.published).to_string(), v))
                     .collect();
-                let share_id = (e.multi && !d.admin_access).then(|| {
+                let share_id = d.shared.then(|| {
                     share_id(&format!(
                         "{claim_key}\0{request}\0{driver}/{pool}/{device}\0{i}"
                     ))
@@ -711,7 +722,7 @@ impl DraState {
         let e = cat.device(d.device);
         let i = d.device.index();
         let was_free = self.usage.exclusive[i] == 0 && self.usage.shares[i] == 0;
-        if e.multi {
+        if d.shared {
             self.usage.shares[i] += 1;
             for (k, v) in d.consumed_capacity.iter().enumerate() {
                 self.usage.capacity_used[e.cap_offset as usize + k] += v;
@@ -733,7 +744,7 @@ impl DraState {
         let cat = &self.shared.catalog;
         let e = cat.device(d.device);
         let i = d.device.index();
-        if e.multi {
+        if d.shared {
             self.usage.shares[i] = self.usage.shares[i].saturating_sub(1);
             for (k, v) in d.consumed_capacity.iter().enumerate() {
                 self.usage.capacity_used[e.cap_offset as usize + k] -= v;

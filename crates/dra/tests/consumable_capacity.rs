@@ -299,6 +299,49 @@ fn capacity_consumed_by_claims_allocated_in_the_input_is_in_use() {
 }
 
 #[test]
+fn an_input_allocation_without_a_share_id_holds_a_shareable_device_whole() {
+    use lockstep_model::dra::{AllocationResult, DeviceAllocation};
+    // gpu-0 allows multiple allocations, but the claim in the input holds it without a
+    // shareID (allocated while the device did not allow sharing, say): nobody else may use
+    // it, whatever capacity is left. gpu-1 is free.
+    let mut w = world(
+        vec![shared_gpu("gpu-0", None), shared_gpu("gpu-1", None)],
+        vec![("ten", asking(Some(10)))],
+    );
+    let mut c = claim("whole", vec![request("gpu", exact("gpu", 1))], vec![]);
+    c.allocation = Some(AllocationResult {
+        devices: vec![DeviceAllocation {
+            request: "gpu".into(),
+            driver: DRIVER.into(),
+            pool: "node-a".into(),
+            device: "gpu-0".into(),
+            ..DeviceAllocation::default()
+        }],
+        node_selector: None,
+    });
+    c.reserved_for = vec!["default/running-pod".into()];
+    w.claims = vec![c];
+    let st = w.state();
+    let n = node_id(&w, "node-a");
+    let whole = st.allocation_of(n, &[claim_ref(&st, "whole")]).unwrap();
+    assert_eq!(devices_of(&st, &whole), ["gpu-0"]);
+    let gpu0 = whole.claims[0].devices[0].device;
+    assert!(!whole.claims[0].devices[0].shared);
+    assert!(st.device_in_use(gpu0));
+    let a = st.try_allocate(n, &[template_ref(&st, "ten")]).unwrap();
+    assert_eq!(devices_of(&st, &a), ["gpu-1"]);
+    assert!(a.claims[0].devices[0].shared);
+    // Only gpu-1 can be shared: 8 shares of 10Gi.
+    assert_eq!(st.max_replicas(&[template_ref(&st, "ten")], n, 100), 8);
+
+    // Released, gpu-0 is shareable again.
+    let mut st = st;
+    st.release(&whole);
+    assert!(!st.device_in_use(gpu0));
+    assert_eq!(st.max_replicas(&[template_ref(&st, "ten")], n, 100), 16);
+}
+
+#[test]
 fn an_allocation_naming_an_unknown_request_is_bad_input() {
     use lockstep_model::dra::{AllocationResult, DeviceAllocation};
     let mut w = world(vec![shared_gpu("gpu-0", None)], vec![]);

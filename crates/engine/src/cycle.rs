@@ -1,6 +1,10 @@
 //! The pod scheduling cycle: PreFilter, Filter over nodes (stopping once enough feasible
 //! nodes are found), PreScore/Score/NormalizeScore over the feasible nodes, and selection.
 //!
+//! A pod with `status.nominatedNodeName` tries that node first and takes it, without
+//! scoring other nodes, when it passes every filter (kube-scheduler's fast path for the node
+//! an earlier preemption made room on).
+//!
 //! Tie-breaking: among nodes with the highest total score the one with the lowest `NodeId`
 //! (nodes are sorted by name, so the alphabetically first) wins. The node scan starts where
 //! the previous cycle stopped (kube-scheduler's `nextStartNodeIndex`), so with
@@ -272,6 +276,41 @@ impl Framework {
         None
     }
 
+    /// Filters nodes (all, or `candidates`), starting where the previous scan stopped, until
+    /// enough feasible nodes are found; counts the reasons of the nodes that fail.
+    fn scan(&mut self, snap: &Snapshot, pod: &Pod, candidates: Option<&[NodeId]>, n: usize) {
+        let want = num_feasible_nodes_to_find(self.percentage, n);
+        let start = if candidates.is_none() {
+            self.next_start % n
+        } else {
+            0
+        };
+        let mut processed = 0;
+        for k in 0..n {
+            let i = (start + k) % n;
+            let node = candidates.map_or(NodeId(i as u32), |c| c[i]);
+            processed += 1;
+            self.reasons.clear();
+            let fits = self
+                .active
+                .iter()
+                .all(|&i| self.filters[i].filter(snap, pod, &self.state, node, &mut self.reasons));
+            if fits {
+                self.feasible.push(node);
+                if self.feasible.len() >= want {
+                    break;
+                }
+            } else {
+                for r in &self.reasons {
+                    *self.failures.entry(*r).or_insert(0) += 1;
+                }
+            }
+        }
+        if candidates.is_none() {
+            self.next_start = (start + processed) % n;
+        }
+    }
+
     /// Runs one scheduling cycle for `pod` against `snap` and returns the chosen node. The
     /// snapshot is not changed: the caller assumes the pod onto the node.
     pub fn schedule_pod(&mut self, snap: &Snapshot, pod_id: PodId) -> Result<NodeId, FitError> {
@@ -290,7 +329,9 @@ impl Framework {
     ) -> Result<NodeId, FitError> {
         let pod: &Pod = snap.pod(pod_id);
         self.tied.clear();
-        let signed = self.batching && self.sign(snap, pod);
+        // A pod with a nominated node is evaluated on that node first, never from the batch
+        // state (kube-scheduler prefers the nomination to the batching hint).
+        let signed = self.batching && pod.nominated_node_name.is_none() && self.sign(snap, pod);
         if signed {
             if let Some(node) = self.try_batch(snap, pod, scope) {
                 return Ok(node);
@@ -390,37 +431,22 @@ impl Framework {
         }
         let n_all = n;
         let n = candidates.map_or(snap.num_nodes(), <[NodeId]>::len);
-        // Filter.
-        let want = num_feasible_nodes_to_find(self.percentage, n);
+        // Filter. The nominated node (`status.nominatedNodeName`) is tried first; when it
+        // passes every filter it is the only feasible node and the scan is skipped (nor does
+        // the scan's start move), as in kube-scheduler. When it fails, the scan below counts
+        // it with the others.
         self.feasible.clear();
-        let start = if candidates.is_none() {
-            self.next_start % n
+        let nominated = pod
+            .nominated_node_name
+            .as_deref()
+            .and_then(|name| snap.node_id(name))
+            .filter(|node| candidates.is_none_or(|c| c.contains(node)));
+        if let Some(node) = nominated
+            && self.passes(snap, pod, node)
+        {
+            self.feasible.push(node);
         } else {
-            0
-        };
-        let mut processed = 0;
-        for k in 0..n {
-            let i = (start + k) % n;
-            let node = candidates.map_or(NodeId(i as u32), |c| c[i]);
-            processed += 1;
-            self.reasons.clear();
-            let fits = self
-                .active
-                .iter()
-                .all(|&i| self.filters[i].filter(snap, pod, &self.state, node, &mut self.reasons));
-            if fits {
-                self.feasible.push(node);
-                if self.feasible.len() >= want {
-                    break;
-                }
-            } else {
-                for r in &self.reasons {
-                    *self.failures.entry(*r).or_insert(0) += 1;
-                }
-            }
-        }
-        if candidates.is_none() {
-            self.next_start = (start + processed) % n;
+            self.scan(snap, pod, candidates, n);
         }
         if self.feasible.is_empty() {
             let mut reasons: Vec<(Reason, u32)> =

@@ -3,9 +3,10 @@
 //! **Pods** (a preemptor outside any group) follow kube-scheduler's DefaultPreemption: on each
 //! candidate node remove every pod of strictly lower priority, check the preemptor fits, then
 //! reprieve victims from the most important down (PodDisruptionBudget-violating victims
-//! first) while it still fits; among candidate nodes pick by fewest PDB violations, lowest
-//! highest victim priority, smallest priority sum, fewest victims, latest start of the most
-//! important victims, then node name.
+//! first; among equals higher priority, then earlier `status.startTime`, then name) while it
+//! still fits; among candidate nodes pick by fewest PDB violations, lowest highest victim
+//! priority, smallest priority sum, fewest victims, latest earliest `status.startTime` of the
+//! highest-priority victims (a pod not started counts as starting now), then node name.
 //!
 //! **Gangs** (a PodGroup or CompositePodGroup that did not fit) choose victim *units*:
 //! a pod outside any group is a unit of one; a group with `disruptionMode: all` is one unit
@@ -149,6 +150,13 @@ impl Choice {
             .then(self.amount.total_cmp(&other.amount))
             .is_lt()
     }
+}
+
+/// A pod's `status.startTime` for preemption's orderings (kube-scheduler's
+/// `GetPodStartTime`): a pod that has not started counts as starting now, after every pod
+/// that has a start time.
+fn start_time(pod: &Pod) -> i64 {
+    pod.start_time.unwrap_or(i64::MAX)
 }
 
 fn scaled(value: &IntOrPercent, total: i64) -> i64 {
@@ -728,11 +736,7 @@ impl<'c> Scheduler<'c> {
                 violating(self, *b)
                     .cmp(&violating(self, *a))
                     .then(pb.priority.cmp(&pa.priority))
-                    .then(
-                        pa.creation_timestamp
-                            .unwrap_or(i64::MAX)
-                            .cmp(&pb.creation_timestamp.unwrap_or(i64::MAX)),
-                    )
+                    .then(start_time(pa).cmp(&start_time(pb)))
                     .then((&pa.namespace, &pa.name).cmp(&(&pb.namespace, &pb.name)))
             });
             let mut chosen = Vec::new();
@@ -774,9 +778,9 @@ impl<'c> Scheduler<'c> {
             let earliest = v
                 .iter()
                 .filter(|p| i64::from(s.snapshot.pod(**p).priority) == max)
-                .map(|p| s.snapshot.pod(*p).creation_timestamp.unwrap_or(0))
+                .map(|p| start_time(s.snapshot.pod(*p)))
                 .min()
-                .unwrap_or(0);
+                .unwrap_or(i64::MAX);
             (
                 s.pdb_violations(&victims, v),
                 max,

@@ -1118,11 +1118,13 @@ spec:
     - {containerPort: 81}
 status:
   phase: Running
+  startTime: "2024-01-02T03:05:05Z"
 "#;
     let loaded = ok(text);
     let p = pod(&loaded, "p");
     assert_eq!(p.key(), "jobs/p");
     assert_eq!(p.creation_timestamp, Some(1_704_164_645));
+    assert_eq!(p.start_time, Some(1_704_164_705));
     assert!(p.terminating);
     assert_eq!(p.node_name.as_deref(), Some("node-a"));
     assert_eq!(p.scheduler_name, "lockstep");
@@ -1155,6 +1157,16 @@ status:
 }
 
 #[test]
+fn pending_pod_keeps_its_nominated_node() {
+    let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c}]}\n\
+                status: {phase: Pending, nominatedNodeName: node-b}\n";
+    let loaded = ok(text);
+    let p = pod(&loaded, "p");
+    assert!(p.is_pending());
+    assert_eq!(p.nominated_node_name.as_deref(), Some("node-b"));
+}
+
+#[test]
 fn pod_defaults() {
     let loaded = ok(&pod_yaml("p"));
     let p = &loaded.cluster.pods[0];
@@ -1164,6 +1176,8 @@ fn pod_defaults() {
     assert!(p.is_pending());
     assert!(!p.terminating);
     assert_eq!(p.creation_timestamp, None);
+    assert_eq!(p.start_time, None);
+    assert_eq!(p.nominated_node_name, None);
     assert_eq!(p.pod_group, None);
     assert!(p.host_ports.is_empty());
     assert_eq!(p.node_affinity.required, None);

@@ -119,8 +119,15 @@ pub struct Pod {
     pub preemption_policy: PreemptionPolicy,
     /// Seconds since the Unix epoch; `None` when the manifest has no creationTimestamp.
     pub creation_timestamp: Option<i64>,
+    /// `status.startTime`, seconds since the Unix epoch: when the kubelet started the pod.
+    /// `None` for a pod not started yet, which kube-scheduler takes as starting now (later
+    /// than any pod that has a start time). Preemption breaks ties with it.
+    pub start_time: Option<i64>,
     /// `spec.nodeName`: the node the pod runs on (or is bound to).
     pub node_name: Option<String>,
+    /// `status.nominatedNodeName` of a pending pod: the node an earlier preemption made room
+    /// on. The pod's cycle tries that node first and takes it when it passes every filter.
+    pub nominated_node_name: Option<String>,
     pub scheduler_name: String,
     pub phase: PodPhase,
     /// Effective requests: max(sum of app and sidecar containers, each init container plus

@@ -420,6 +420,9 @@ impl TraceBuilder {
             pod.priority = priority.unwrap_or(0);
             pod.priority_class_name = spec.priority_class.clone();
             pod.creation_timestamp = Some(spec.arrival as i64);
+            // The engine's cluster is fixed for the run: a job's arrival stands in for its
+            // pods' status.startTime (preemption's tie-breaks read it).
+            pod.start_time = Some(spec.arrival as i64);
             if grouped {
                 pod.pod_group = Some(spec.name.clone());
             }

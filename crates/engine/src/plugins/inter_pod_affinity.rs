@@ -21,11 +21,14 @@ type TopologyCounts = HashMap<String, HashMap<String, i64>>;
 pub struct AffinityFilterState {
     /// Domains where an existing pod's required anti-affinity matches the incoming pod.
     existing_anti: TopologyCounts,
-    /// Domains with pods matching the incoming pod's required affinity terms (per term: all
-    /// terms share the map, keyed by topology key).
+    /// Per required affinity term, the count per value of the term's topology key of existing
+    /// pods that match all the required affinity terms (a pod matching only some counts for
+    /// none, as in kube-scheduler).
     affinity: Vec<HashMap<String, i64>>,
+    /// Per required anti-affinity term, the count per value of existing pods matching it.
     anti: Vec<HashMap<String, i64>>,
-    /// No existing pod matches any affinity term and the pod matches all its own terms.
+    /// No existing pod matching all affinity terms was counted in any domain, and the pod
+    /// matches all its own terms: the first pod of a collection may go anywhere.
     self_affinity_ok: bool,
 }
 
@@ -108,12 +111,18 @@ impl Plugin for InterPodAffinity {
                         bump(&mut s.existing_anti, &term.topology_key, v, 1);
                     }
                 }
-                for (i, term) in req_aff.iter().enumerate() {
-                    if let Some(v) = labels.get(&term.topology_key)
-                        && term_selects(term, &pod.namespace, other, namespaces)
-                    {
-                        *s.affinity[i].entry(v.clone()).or_insert(0) += 1;
-                        any_affinity_match = true;
+                // An existing pod counts for the affinity terms only when it matches all of
+                // them; it then counts in every term's domain its node has.
+                if !req_aff.is_empty()
+                    && req_aff
+                        .iter()
+                        .all(|t| term_selects(t, &pod.namespace, other, namespaces))
+                {
+                    for (i, term) in req_aff.iter().enumerate() {
+                        if let Some(v) = labels.get(&term.topology_key) {
+                            *s.affinity[i].entry(v.clone()).or_insert(0) += 1;
+                            any_affinity_match = true;
+                        }
                     }
                 }
                 for (i, term) in req_anti.iter().enumerate() {

@@ -155,7 +155,17 @@ pub(crate) fn pod(
             .creation_timestamp
             .as_ref()
             .map(|t| t.0.as_second()),
+        start_time: p
+            .status
+            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
+            .map(|t| t.0.as_second()),
         node_name: non_empty(&spec.node_name).map(str::to_string),
+        nominated_node_name: p
+            .status
+            .as_ref()
+            .and_then(|s| non_empty(&s.nominated_node_name))
+            .map(str::to_string),
         scheduler_name: non_empty(&spec.scheduler_name)
             .unwrap_or("default-scheduler")
             .to_string(),

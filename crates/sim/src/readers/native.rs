@@ -331,7 +331,11 @@ fn build(
     jobs.sort_by(|a, b| a.arrival.cmp(&b.arrival).then_with(|| a.name.cmp(&b.name)));
     for job in &jobs {
         for p in &job.pods {
-            cluster.pods[p.index()].creation_timestamp = Some(job.arrival as i64);
+            let pod = &mut cluster.pods[p.index()];
+            pod.creation_timestamp = Some(job.arrival as i64);
+            // As for generated traces: the arrival stands in for a start time the
+            // manifest does not give.
+            pod.start_time = pod.start_time.or(Some(job.arrival as i64));
             if let Some(g) = cluster.pods[p.index()].pod_group.clone()
                 && let Some(&gi) = group_index.get(&(cluster.pods[p.index()].namespace.clone(), g))
             {
