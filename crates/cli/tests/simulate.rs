@@ -63,3 +63,138 @@ fn a_bad_trace_row_is_bad_input_naming_file_and_line() {
     assert!(stderr.contains("duration"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The binary copied to a directory of its own, run there with nothing but PATH set.
+fn copied_binary(name: &str) -> (std::path::PathBuf, impl Fn(&[&str]) -> std::process::Output) {
+    let dir = temp_dir(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = dir.join("lockstep");
+    std::fs::copy(env!("CARGO_BIN_EXE_lockstep"), &bin).expect("copy the binary");
+    let cwd = dir.clone();
+    let run = move |args: &[&str]| {
+        Command::new(&bin)
+            .args(args)
+            .current_dir(&cwd)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .output()
+            .expect("run the copied binary")
+    };
+    (dir, run)
+}
+
+#[test]
+fn a_copied_binary_carries_its_trace_data() {
+    // The data must be inside the binary, not found through a path into the source tree.
+    let sim_data = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../sim/data")
+        .canonicalize()
+        .expect("the source tree's data");
+    let binary = std::fs::read(env!("CARGO_BIN_EXE_lockstep")).unwrap();
+    let needle = sim_data.to_string_lossy().into_owned().into_bytes();
+    assert!(
+        !binary.windows(needle.len()).any(|w| w == needle.as_slice()),
+        "the binary names {}",
+        sim_data.display()
+    );
+
+    let (dir, run) = copied_binary("copied");
+    let ok = |out: &std::process::Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    ok(&run(&[
+        "simulate",
+        "--quiet",
+        "--no-report",
+        "--jobs",
+        "30",
+    ]));
+    let out = run(&[
+        "simulate",
+        "--openb",
+        "--fragmentation",
+        "0.2",
+        "--no-report",
+        "-o",
+        "json",
+    ]);
+    ok(&out);
+    let metrics: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        metrics["trace"]["name"],
+        "openb_pod_list_default.csv on openb_node_list_gpu_node.csv"
+    );
+    assert!(
+        metrics["fgdReference"].is_object(),
+        "the paper's curves are built in too: {}",
+        metrics["fgdReference"]
+    );
+    let out = run(&["simulate", "--tiresias", "--no-report", "--quiet"]);
+    ok(&out);
+    let out = run(&[
+        "simulate",
+        "--philly",
+        "--max-jobs",
+        "50",
+        "--no-report",
+        "--quiet",
+    ]);
+    ok(&out);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn data_dir_replaces_the_built_in_data() {
+    let (dir, run) = copied_binary("data-dir");
+    let data = dir.join("data");
+    std::fs::create_dir_all(data.join("tiresias")).unwrap();
+    std::fs::write(
+        data.join("tiresias/60_job.csv"),
+        "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n1,2,0,1,m,100,1\n",
+    )
+    .unwrap();
+    std::fs::write(
+        data.join("tiresias/cluster_spec.csv"),
+        "num_switch,num_node_p_switch,num_gpu_p_node,num_cpu_p_node,mem_p_node\n1,2,4,32,128\n",
+    )
+    .unwrap();
+    let data_arg = data.to_string_lossy().into_owned();
+    let out = run(&[
+        "simulate",
+        "--tiresias",
+        "--data-dir",
+        &data_arg,
+        "--no-report",
+        "-o",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let metrics: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        metrics["trace"]["jobs"], 1,
+        "the directory's trace, not the built-in one"
+    );
+    // A data directory without the file asked for names the path it looked at.
+    let out = run(&[
+        "simulate",
+        "--openb",
+        "--data-dir",
+        &data_arg,
+        "--no-report",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("openb/openb_node_list_all_node.csv: cannot read"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
