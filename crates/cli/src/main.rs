@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use lockstep_engine::{KubeSchedulerConfiguration, Options};
 use lockstep_manifests::Source;
@@ -81,6 +81,9 @@ struct ScheduleArgs {
     /// each node of the cluster as it runs now (resources, filters and DRA devices).
     #[arg(long, value_name = "POD_FILE")]
     estimate: Option<PathBuf>,
+    /// A field the Kubernetes API does not define is an error (exit 2), not a warning.
+    #[arg(long)]
+    strict: bool,
     /// Scheduler names whose pods this run schedules (a pod without schedulerName has
     /// default-scheduler, as Kubernetes defaults it).
     #[arg(long = "scheduler-name", value_name = "NAME", default_values = ["default-scheduler", "lockstep"])]
@@ -98,6 +101,32 @@ fn load_config(path: &PathBuf) -> Result<lockstep_engine::Profile> {
     })?;
     cfg.profile()
         .map_err(|e| anyhow!("--config {}: {e}", path.display()))
+}
+
+/// Under `--strict`, fields the Kubernetes API does not define are an error listing them all
+/// (their warnings are not printed then).
+pub fn check_unknown_fields(
+    unknown: &[lockstep_manifests::UnknownField],
+    strict: bool,
+) -> Result<()> {
+    if !strict || unknown.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = unknown.iter().map(|u| u.to_string()).collect();
+    bail!(
+        "{}\n{} field(s) the Kubernetes API does not define (--strict); fix or remove them",
+        list.join("\n"),
+        list.len()
+    )
+}
+
+/// Prints the loader's warnings, or fails under `--strict` when fields are unknown.
+fn report_warnings(loaded: &lockstep_manifests::Loaded, strict: bool) -> Result<()> {
+    check_unknown_fields(&loaded.unknown_fields, strict)?;
+    for w in &loaded.warnings {
+        eprintln!("{w}");
+    }
+    Ok(())
 }
 
 fn schedule(args: &ScheduleArgs) -> Result<String> {
@@ -128,9 +157,7 @@ fn schedule(args: &ScheduleArgs) -> Result<String> {
         return estimate(args, options, sources, file);
     }
     let loaded = lockstep_manifests::load(&sources).map_err(|e| anyhow!("{e}"))?;
-    for w in &loaded.warnings {
-        eprintln!("{w}");
-    }
+    report_warnings(&loaded, args.strict)?;
     let decisions =
         lockstep_engine::schedule(&loaded.cluster, options).map_err(|e| setup_error(&loaded, e))?;
     let report = output::Report::new(&loaded.cluster, &decisions);
@@ -193,9 +220,7 @@ fn estimate(
         .key();
     sources.push(Source::Path(file.to_path_buf()));
     let loaded = lockstep_manifests::load(&sources).map_err(|e| anyhow!("{e}"))?;
-    for w in &loaded.warnings {
-        eprintln!("{w}");
-    }
+    report_warnings(&loaded, args.strict)?;
     let cluster = &loaded.cluster;
     let id = cluster
         .pods

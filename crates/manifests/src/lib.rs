@@ -31,12 +31,14 @@ mod documents;
 mod error;
 mod input;
 mod route;
+mod unknown;
 mod workload_api;
 
 use std::io::Read;
 use std::path::PathBuf;
 
 pub use error::{LoadError, Origin};
+pub use unknown::UnknownField;
 
 /// Where manifests come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,8 +65,11 @@ impl Source {
 #[derive(Debug, Clone)]
 pub struct Loaded {
     pub cluster: lockstep_model::Cluster,
-    /// One line each, starting with `warning: `.
+    /// One line each, starting with `warning: ` (unknown fields among them).
     pub warnings: Vec<String>,
+    /// Fields the Kubernetes API does not define, each also a warning: errors for a caller
+    /// that is strict.
+    pub unknown_fields: Vec<UnknownField>,
     /// Where each object came from (`file (document N)`), by its display name as errors
     /// name it: `Kind name` for cluster-scoped kinds, `Kind namespace/name` otherwise.
     pub origins: std::collections::BTreeMap<String, String>,
