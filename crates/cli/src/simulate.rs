@@ -18,6 +18,7 @@ use lockstep_sim::{DefaultScenario, SimOptions, Trace, report};
 pub enum SimFormat {
     Table,
     Json,
+    Yaml,
 }
 
 #[derive(clap::Args)]
@@ -35,14 +36,17 @@ pub struct SimulateArgs {
           conflicts_with = "files", help_heading = "Trace (default: the embedded scenario)")]
     openb: Option<String>,
     /// Replay Kubernetes manifests whose Pods/PodGroups carry lockstep.dev/arrival and
-    /// lockstep.dev/duration annotations (file or directory; repeatable).
+    /// lockstep.dev/duration annotations (file, directory or - for stdin; repeatable).
     #[arg(
         short = 'f',
         long = "filename",
         value_name = "PATH",
         help_heading = "Trace (default: the embedded scenario)"
     )]
-    files: Vec<PathBuf>,
+    files: Vec<String>,
+    /// With -f: a field the Kubernetes API does not define is an error, not a warning.
+    #[arg(long, help_heading = "Trace options")]
+    strict: bool,
 
     /// Seed of the embedded scenario's generator, and of the arrival order in --fragmentation.
     #[arg(long, default_value_t = 42, help_heading = "Embedded scenario")]
@@ -134,7 +138,7 @@ pub struct SimulateArgs {
     /// Do not write the report directory.
     #[arg(long, help_heading = "Output")]
     no_report: bool,
-    /// What to print: the summary table, or metrics.json.
+    /// What to print: the summary table, or metrics.json (as JSON or YAML).
     #[arg(
         short = 'o',
         long = "output",
@@ -218,7 +222,20 @@ fn load_trace(args: &SimulateArgs) -> Result<(Trace, Option<u64>)> {
         ));
     }
     if !args.files.is_empty() {
-        return Ok((native::read_manifests(&args.files)?, None));
+        let sources: Vec<lockstep_manifests::Source> = args
+            .files
+            .iter()
+            .map(|f| lockstep_manifests::Source::from_arg(f))
+            .collect();
+        let manifests = native::load_manifests(&sources, &mut std::io::stdin().lock())?;
+        crate::check_unknown_fields(&manifests.unknown_fields, args.strict)?;
+        for w in &manifests.warnings {
+            eprintln!("{w}");
+        }
+        return Ok((manifests.trace, None));
+    }
+    if args.strict {
+        bail!("--strict applies to manifests (-f) only");
     }
     if !(0.01..=10.0).contains(&args.load) {
         bail!(
@@ -370,6 +387,7 @@ fn finish_output(
     }
     Ok(match args.output {
         SimFormat::Json => report::metrics_json(metrics),
+        SimFormat::Yaml => serde_norway::to_string(metrics)?,
         SimFormat::Table if args.quiet => String::new(),
         SimFormat::Table => {
             let mut s = report::summary(metrics, timing);

@@ -198,3 +198,110 @@ fn data_dir_replaces_the_built_in_data() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn example(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../sim/data/examples")
+        .join(name)
+}
+
+fn with_stdin(args: &[&str], input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = lockstep()
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run lockstep");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn manifests_on_stdin_replay_as_from_a_file() {
+    let file = example("gang-waits.yaml");
+    let from_file = lockstep()
+        .args(["simulate", "--no-report", "-o", "json", "-f"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        from_file.status.success(),
+        "{}",
+        String::from_utf8_lossy(&from_file.stderr)
+    );
+    let text = std::fs::read(&file).unwrap();
+    let from_stdin = with_stdin(&["simulate", "--no-report", "-o", "json", "-f", "-"], &text);
+    assert!(
+        from_stdin.status.success(),
+        "{}",
+        String::from_utf8_lossy(&from_stdin.stderr)
+    );
+    let a: serde_json::Value = serde_json::from_slice(&from_file.stdout).unwrap();
+    let b: serde_json::Value = serde_json::from_slice(&from_stdin.stdout).unwrap();
+    assert_eq!(
+        a["runs"], b["runs"],
+        "the same jobs, arrivals and durations"
+    );
+    assert_eq!(b["trace"]["name"], "manifests <stdin>");
+}
+
+#[test]
+fn metrics_print_as_yaml_too() {
+    let run = |format: &str| {
+        let out = lockstep()
+            .args([
+                "simulate",
+                "--jobs",
+                "20",
+                "--quiet",
+                "--no-report",
+                "-o",
+                format,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let json: serde_json::Value = serde_json::from_slice(&run("json")).unwrap();
+    let yaml: serde_json::Value = serde_norway::from_slice(&run("yaml")).expect("YAML");
+    assert_eq!(json, yaml);
+}
+
+#[test]
+fn manifests_without_arrivals_say_what_to_add() {
+    let text = b"apiVersion: v1
+kind: Node
+metadata: {name: n}
+status: {allocatable: {cpu: '4', memory: 8Gi, pods: '110'}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers: [{name: c, resources: {requests: {cpu: '1'}}}]
+";
+    let out = with_stdin(&["simulate", "--quiet", "--no-report", "-f", "-"], text);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("0 simulated seconds"), "{stderr}");
+    assert!(stderr.contains("lockstep.dev/arrival"), "{stderr}");
+    // With annotations there is nothing to say.
+    let out = lockstep()
+        .args(["simulate", "--quiet", "--no-report", "-f"])
+        .arg(example("gang-waits.yaml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("simulated seconds"));
+}
