@@ -197,72 +197,92 @@ struct NodeReplicas {
     replicas: u32,
 }
 
-/// `--estimate`: replicas of the file's pod shape per node and in total.
+/// `--estimate`: replicas of each pod shape of the file, per node and in total. The file is
+/// loaded with the cluster: it may name the cluster's PriorityClasses and claim templates,
+/// define its own, and be part of the `-f` set too.
 fn estimate(
     args: &ScheduleArgs,
     options: Options,
-    mut sources: Vec<Source>,
+    sources: Vec<Source>,
     file: &std::path::Path,
 ) -> Result<String> {
-    let shape_only = lockstep_manifests::load(&[Source::Path(file.to_path_buf())])
-        .map_err(|e| anyhow!("{e}"))?;
-    let shape = shape_only
-        .cluster
-        .pods
-        .iter()
-        .find(|p| p.is_pending())
-        .ok_or_else(|| {
-            anyhow!(
-                "--estimate {}: no pending Pod in the file; give a Pod manifest without spec.nodeName",
-                file.display()
-            )
-        })?
-        .key();
-    sources.push(Source::Path(file.to_path_buf()));
-    let loaded = lockstep_manifests::load(&sources).map_err(|e| anyhow!("{e}"))?;
+    let (loaded, objects) =
+        lockstep_manifests::load_with_extra(&sources, &Source::Path(file.to_path_buf()))
+            .map_err(|e| anyhow!("{e}"))?;
     report_warnings(&loaded, args.strict)?;
     let cluster = &loaded.cluster;
-    let id = cluster
-        .pods
+    let shapes: Vec<&str> = objects
         .iter()
-        .position(|p| p.key() == shape)
-        .map(|i| lockstep_model::PodId(i as u32))
-        .ok_or_else(|| anyhow!("--estimate {}: pod {shape} not found", file.display()))?;
-    let e = lockstep_engine::estimate(cluster, options, id).map_err(|e| setup_error(&loaded, e))?;
-    let report = EstimateReport {
-        pod: shape,
-        nodes: e
-            .per_node
+        .filter_map(|o| o.strip_prefix("Pod "))
+        .collect();
+    if shapes.is_empty() {
+        bail!(
+            "--estimate {}: no Pod in the file; give a Pod manifest without spec.nodeName",
+            file.display()
+        );
+    }
+    let mut reports = Vec::new();
+    for shape in shapes {
+        let (i, pod) = cluster
+            .pods
             .iter()
-            .map(|(n, r)| NodeReplicas {
-                node: cluster.nodes[n.index()].name.clone(),
-                replicas: *r,
-            })
-            .collect(),
-        total: e.total,
-    };
-    Ok(match args.output {
-        Format::Json => serde_json::to_string_pretty(&report)? + "\n",
-        Format::Yaml => serde_norway::to_string(&report)?,
-        Format::Table => {
-            let w = report
-                .nodes
-                .iter()
-                .map(|n| n.node.len())
-                .max()
-                .unwrap_or(4)
-                .max(4);
-            let mut out = format!(
-                "Replicas of {} that fit now\n  {:<w$}  REPLICAS\n",
-                report.pod, "NODE"
+            .enumerate()
+            .find(|(_, p)| p.key() == shape)
+            .ok_or_else(|| anyhow!("--estimate {}: pod {shape} not found", file.display()))?;
+        if !pod.is_pending() {
+            bail!(
+                "--estimate {}: pod {shape} is not pending (it has spec.nodeName or has \
+                 finished); give a Pod manifest without spec.nodeName",
+                file.display()
             );
-            for n in &report.nodes {
-                out += &format!("  {:<w$}  {}\n", n.node, n.replicas);
-            }
-            out += &format!("  {:<w$}  {}\n", "total", report.total);
-            out
         }
+        let id = lockstep_model::PodId(i as u32);
+        let e = lockstep_engine::estimate(cluster, options.clone(), id)
+            .map_err(|e| setup_error(&loaded, e))?;
+        reports.push(EstimateReport {
+            pod: shape.to_string(),
+            nodes: e
+                .per_node
+                .iter()
+                .map(|(n, r)| NodeReplicas {
+                    node: cluster.nodes[n.index()].name.clone(),
+                    replicas: *r,
+                })
+                .collect(),
+            total: e.total,
+        });
+    }
+    // One pod: one object, as always; several: a list of them, in the file's order.
+    Ok(match (args.output, reports.as_slice()) {
+        (Format::Json, [one]) => serde_json::to_string_pretty(one)? + "\n",
+        (Format::Json, all) => serde_json::to_string_pretty(all)? + "\n",
+        (Format::Yaml, [one]) => serde_norway::to_string(one)?,
+        (Format::Yaml, all) => serde_norway::to_string(all)?,
+        (Format::Table, _) => reports
+            .iter()
+            .map(estimate_table)
+            .collect::<Vec<_>>()
+            .join("\n"),
     })
+}
+
+fn estimate_table(report: &EstimateReport) -> String {
+    let w = report
+        .nodes
+        .iter()
+        .map(|n| n.node.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let mut out = format!(
+        "Replicas of {} that fit now\n  {:<w$}  REPLICAS\n",
+        report.pod, "NODE"
+    );
+    for n in &report.nodes {
+        out += &format!("  {:<w$}  {}\n", n.node, n.replicas);
+    }
+    out += &format!("  {:<w$}  {}\n", "total", report.total);
+    out
 }
 
 fn main() -> ExitCode {

@@ -105,6 +105,36 @@ pub fn load_with_stdin(sources: &[Source], stdin: &mut dyn Read) -> Result<Loade
     convert::build(collected)
 }
 
+/// Like [`load`], then adds the objects of `extra` (such as the pod file of `--estimate`): an
+/// object of `extra` identical to one of `sources` (same content once parsed) is that one
+/// object; a different object of the same kind and name is [`LoadError::Duplicate`], naming
+/// both places. Also returns the display names (`Pod ml/web`) of `extra`'s objects, in order.
+pub fn load_with_extra(
+    sources: &[Source],
+    extra: &Source,
+) -> Result<(Loaded, Vec<String>), LoadError> {
+    let mut stdin = std::io::stdin().lock();
+    let mut warnings = Vec::new();
+    let inputs = input::read_sources(sources, &mut stdin, &mut warnings)?;
+    let extra_inputs = input::read_sources(std::slice::from_ref(extra), &mut stdin, &mut warnings)?;
+    let mut collected = route::Collected::default();
+    collected.keep_values = true;
+    collected.warnings = warnings;
+    for input in &inputs {
+        for document in documents::parse_documents(&input.name, &input.text, input.json)? {
+            collected.add_document(&input.name, document)?;
+        }
+    }
+    collected.merging = true;
+    for input in &extra_inputs {
+        for document in documents::parse_documents(&input.name, &input.text, input.json)? {
+            collected.add_document(&input.name, document)?;
+        }
+    }
+    let extra_objects = std::mem::take(&mut collected.merged_objects);
+    Ok((convert::build(collected)?, extra_objects))
+}
+
 /// Loads one text as if it were a file called `name`: JSON when `name` ends in `.json`, YAML
 /// when it ends in `.yaml` or `.yml`, otherwise JSON if the text starts with `{`.
 pub fn load_str(name: &str, text: &str) -> Result<Loaded, LoadError> {

@@ -63,6 +63,16 @@ pub(crate) struct Collected {
     pub unknown_fields: Vec<UnknownField>,
     /// (kind, namespace, name) -> where it was first defined.
     seen: HashMap<(String, String, String), Origin>,
+    /// The objects as read, kept when [`Collected::keep_values`] is set, to tell an object
+    /// given twice from two objects of one name.
+    values: HashMap<(String, String, String), Json>,
+    /// Whether to keep every object's value (set before anything is added).
+    pub(crate) keep_values: bool,
+    /// Set while the extra sources are added: an object identical to one already read is that
+    /// object, not a duplicate.
+    pub(crate) merging: bool,
+    /// The display names of the objects added while `merging`, in input order.
+    pub(crate) merged_objects: Vec<String>,
     /// Where each object came from, by its display name (`Kind name` or `Kind ns/name`).
     pub(crate) origins: Vec<(String, Origin)>,
 }
@@ -183,14 +193,23 @@ impl Collected {
             namespace.clone().unwrap_or_default(),
             name.clone(),
         );
+        if self.merging {
+            self.merged_objects.push(object.clone());
+        }
         if let Some(first) = self.seen.get(&key) {
+            if self.merging && self.values.get(&key) == Some(&value) {
+                return Ok(());
+            }
             return Err(LoadError::Duplicate {
                 object,
                 first: first.clone(),
                 second: origin,
             });
         }
-        self.seen.insert(key, origin.clone());
+        self.seen.insert(key.clone(), origin.clone());
+        if self.keep_values {
+            self.values.insert(key, value.clone());
+        }
         self.origins.push((object.clone(), origin.clone()));
 
         let head = Entry {
