@@ -97,12 +97,26 @@ pub fn load_with_stdin(sources: &[Source], stdin: &mut dyn Read) -> Result<Loade
     let inputs = input::read_sources(sources, stdin, &mut warnings)?;
     let mut collected = route::Collected::default();
     collected.warnings = warnings;
-    for input in &inputs {
-        for document in documents::parse_documents(&input.name, &input.text, input.json)? {
+    add_inputs(&mut collected, &inputs)?;
+    convert::build(collected)
+}
+
+/// Routes every document of every input; an input without any document gets a warning.
+fn add_inputs(collected: &mut route::Collected, inputs: &[input::Input]) -> Result<(), LoadError> {
+    for input in inputs {
+        let documents = documents::parse_documents(&input.name, &input.text, input.json)?;
+        if documents.is_empty() {
+            collected.warnings.push(format!(
+                "warning: {} holds no Kubernetes objects (it is empty, or only comments and \
+                 document separators); nothing is read from it",
+                input.name
+            ));
+        }
+        for document in documents {
             collected.add_document(&input.name, document)?;
         }
     }
-    convert::build(collected)
+    Ok(())
 }
 
 /// Like [`load`], then adds the objects of `extra` (such as the pod file of `--estimate`): an
@@ -120,17 +134,9 @@ pub fn load_with_extra(
     let mut collected = route::Collected::default();
     collected.keep_values = true;
     collected.warnings = warnings;
-    for input in &inputs {
-        for document in documents::parse_documents(&input.name, &input.text, input.json)? {
-            collected.add_document(&input.name, document)?;
-        }
-    }
+    add_inputs(&mut collected, &inputs)?;
     collected.merging = true;
-    for input in &extra_inputs {
-        for document in documents::parse_documents(&input.name, &input.text, input.json)? {
-            collected.add_document(&input.name, document)?;
-        }
-    }
+    add_inputs(&mut collected, &extra_inputs)?;
     let extra_objects = std::mem::take(&mut collected.merged_objects);
     Ok((convert::build(collected)?, extra_objects))
 }
@@ -138,10 +144,12 @@ pub fn load_with_extra(
 /// Loads one text as if it were a file called `name`: JSON when `name` ends in `.json`, YAML
 /// when it ends in `.yaml` or `.yml`, otherwise JSON if the text starts with `{`.
 pub fn load_str(name: &str, text: &str) -> Result<Loaded, LoadError> {
-    let json = input::is_json(std::path::Path::new(name), text);
+    let input = input::Input {
+        name: name.to_string(),
+        text: text.to_string(),
+        json: input::is_json(std::path::Path::new(name), text),
+    };
     let mut collected = route::Collected::default();
-    for document in documents::parse_documents(name, text, json)? {
-        collected.add_document(name, document)?;
-    }
+    add_inputs(&mut collected, std::slice::from_ref(&input))?;
     convert::build(collected)
 }
