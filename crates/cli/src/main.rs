@@ -9,14 +9,25 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, anyhow, bail};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use lockstep_engine::{KubeSchedulerConfiguration, Options};
 use lockstep_manifests::Source;
+
+/// `lockstep --version`: the version, the git commit built from, and the Kubernetes API
+/// version manifests are read as.
+static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "{} (commit {}, Kubernetes API {})",
+        env!("CARGO_PKG_VERSION"),
+        env!("LOCKSTEP_GIT_COMMIT"),
+        lockstep_manifests::KUBERNETES_API_VERSION
+    )
+});
 
 #[derive(Parser)]
 #[command(
     name = "lockstep",
-    version,
+    version = VERSION.as_str(),
     args_override_self = true,
     about = "A workload-aware scheduler for AI and batch work on Kubernetes"
 )]
@@ -32,6 +43,13 @@ enum Command {
     /// Replay a workload trace against a cluster in simulated time and report utilization,
     /// waits, preemptions and fragmentation (no arguments: the embedded scenario).
     Simulate(Box<simulate::SimulateArgs>),
+    /// Print a shell completion script: `lockstep completions bash > /etc/bash_completion.d/lockstep`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `lockstep man > lockstep.1`.
+    Man,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -290,6 +308,18 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Schedule(args) => schedule(args),
         Command::Simulate(args) => simulate::simulate(args),
+        Command::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(*shell, &mut Cli::command(), "lockstep", &mut out);
+            String::from_utf8(out).context("the completion script is UTF-8")
+        }
+        Command::Man => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut out)
+                .context("cannot render the man page")
+                .and_then(|()| String::from_utf8(out).context("the man page is UTF-8"))
+        }
     };
     match result {
         Ok(text) => {

@@ -40,6 +40,10 @@ use std::path::PathBuf;
 pub use error::{LoadError, Origin};
 pub use unknown::UnknownField;
 
+/// The Kubernetes API version whose types manifests are read into (k8s-openapi's `v1_37`
+/// feature in the workspace Cargo.toml).
+pub const KUBERNETES_API_VERSION: &str = "1.37";
+
 /// Where manifests come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {

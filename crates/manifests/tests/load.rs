@@ -1259,3 +1259,20 @@ fn namespaces_get_their_name_label() {
     assert_eq!(ns["default"]["kubernetes.io/metadata.name"], "default");
     assert_eq!(ns.len(), 2);
 }
+
+#[test]
+fn the_kubernetes_api_version_is_the_k8s_openapi_feature() {
+    let manifest =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.toml"))
+            .expect("workspace Cargo.toml");
+    let feature = format!(
+        "features = [\"v{}\"]",
+        lockstep_manifests::KUBERNETES_API_VERSION.replace('.', "_")
+    );
+    assert!(
+        manifest
+            .lines()
+            .any(|l| l.starts_with("k8s-openapi") && l.contains(&feature)),
+        "the workspace's k8s-openapi dependency has {feature}"
+    );
+}
