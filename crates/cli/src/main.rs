@@ -8,15 +8,26 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, anyhow};
-use clap::{Parser, Subcommand, ValueEnum};
+use anyhow::{Context, Result, anyhow, bail};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use lockstep_engine::{KubeSchedulerConfiguration, Options};
 use lockstep_manifests::Source;
+
+/// `lockstep --version`: the version, the git commit built from, and the Kubernetes API
+/// version manifests are read as.
+static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "{} (commit {}, Kubernetes API {})",
+        env!("CARGO_PKG_VERSION"),
+        env!("LOCKSTEP_GIT_COMMIT"),
+        lockstep_manifests::KUBERNETES_API_VERSION
+    )
+});
 
 #[derive(Parser)]
 #[command(
     name = "lockstep",
-    version,
+    version = VERSION.as_str(),
     args_override_self = true,
     about = "A workload-aware scheduler for AI and batch work on Kubernetes"
 )]
@@ -32,6 +43,13 @@ enum Command {
     /// Replay a workload trace against a cluster in simulated time and report utilization,
     /// waits, preemptions and fragmentation (no arguments: the embedded scenario).
     Simulate(Box<simulate::SimulateArgs>),
+    /// Print a shell completion script: `lockstep completions bash > /etc/bash_completion.d/lockstep`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `lockstep man > lockstep.1`.
+    Man,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -81,6 +99,9 @@ struct ScheduleArgs {
     /// each node of the cluster as it runs now (resources, filters and DRA devices).
     #[arg(long, value_name = "POD_FILE")]
     estimate: Option<PathBuf>,
+    /// A field the Kubernetes API does not define is an error (exit 2), not a warning.
+    #[arg(long)]
+    strict: bool,
     /// Scheduler names whose pods this run schedules (a pod without schedulerName has
     /// default-scheduler, as Kubernetes defaults it).
     #[arg(long = "scheduler-name", value_name = "NAME", default_values = ["default-scheduler", "lockstep"])]
@@ -98,6 +119,32 @@ fn load_config(path: &PathBuf) -> Result<lockstep_engine::Profile> {
     })?;
     cfg.profile()
         .map_err(|e| anyhow!("--config {}: {e}", path.display()))
+}
+
+/// Under `--strict`, fields the Kubernetes API does not define are an error listing them all
+/// (their warnings are not printed then).
+pub fn check_unknown_fields(
+    unknown: &[lockstep_manifests::UnknownField],
+    strict: bool,
+) -> Result<()> {
+    if !strict || unknown.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = unknown.iter().map(|u| u.to_string()).collect();
+    bail!(
+        "{}\n{} field(s) the Kubernetes API does not define (--strict); fix or remove them",
+        list.join("\n"),
+        list.len()
+    )
+}
+
+/// Prints the loader's warnings, or fails under `--strict` when fields are unknown.
+fn report_warnings(loaded: &lockstep_manifests::Loaded, strict: bool) -> Result<()> {
+    check_unknown_fields(&loaded.unknown_fields, strict)?;
+    for w in &loaded.warnings {
+        eprintln!("{w}");
+    }
+    Ok(())
 }
 
 fn schedule(args: &ScheduleArgs) -> Result<String> {
@@ -128,9 +175,7 @@ fn schedule(args: &ScheduleArgs) -> Result<String> {
         return estimate(args, options, sources, file);
     }
     let loaded = lockstep_manifests::load(&sources).map_err(|e| anyhow!("{e}"))?;
-    for w in &loaded.warnings {
-        eprintln!("{w}");
-    }
+    report_warnings(&loaded, args.strict)?;
     let decisions =
         lockstep_engine::schedule(&loaded.cluster, options).map_err(|e| setup_error(&loaded, e))?;
     let report = output::Report::new(&loaded.cluster, &decisions);
@@ -170,74 +215,92 @@ struct NodeReplicas {
     replicas: u32,
 }
 
-/// `--estimate`: replicas of the file's pod shape per node and in total.
+/// `--estimate`: replicas of each pod shape of the file, per node and in total. The file is
+/// loaded with the cluster: it may name the cluster's PriorityClasses and claim templates,
+/// define its own, and be part of the `-f` set too.
 fn estimate(
     args: &ScheduleArgs,
     options: Options,
-    mut sources: Vec<Source>,
+    sources: Vec<Source>,
     file: &std::path::Path,
 ) -> Result<String> {
-    let shape_only = lockstep_manifests::load(&[Source::Path(file.to_path_buf())])
-        .map_err(|e| anyhow!("{e}"))?;
-    let shape = shape_only
-        .cluster
-        .pods
-        .iter()
-        .find(|p| p.is_pending())
-        .ok_or_else(|| {
-            anyhow!(
-                "--estimate {}: no pending Pod in the file; give a Pod manifest without spec.nodeName",
-                file.display()
-            )
-        })?
-        .key();
-    sources.push(Source::Path(file.to_path_buf()));
-    let loaded = lockstep_manifests::load(&sources).map_err(|e| anyhow!("{e}"))?;
-    for w in &loaded.warnings {
-        eprintln!("{w}");
-    }
+    let (loaded, objects) =
+        lockstep_manifests::load_with_extra(&sources, &Source::Path(file.to_path_buf()))
+            .map_err(|e| anyhow!("{e}"))?;
+    report_warnings(&loaded, args.strict)?;
     let cluster = &loaded.cluster;
-    let id = cluster
-        .pods
+    let shapes: Vec<&str> = objects
         .iter()
-        .position(|p| p.key() == shape)
-        .map(|i| lockstep_model::PodId(i as u32))
-        .ok_or_else(|| anyhow!("--estimate {}: pod {shape} not found", file.display()))?;
-    let e = lockstep_engine::estimate(cluster, options, id).map_err(|e| setup_error(&loaded, e))?;
-    let report = EstimateReport {
-        pod: shape,
-        nodes: e
-            .per_node
+        .filter_map(|o| o.strip_prefix("Pod "))
+        .collect();
+    if shapes.is_empty() {
+        bail!(
+            "--estimate {}: no Pod in the file; give a Pod manifest without spec.nodeName",
+            file.display()
+        );
+    }
+    let mut reports = Vec::new();
+    for shape in shapes {
+        let (i, pod) = cluster
+            .pods
             .iter()
-            .map(|(n, r)| NodeReplicas {
-                node: cluster.nodes[n.index()].name.clone(),
-                replicas: *r,
-            })
-            .collect(),
-        total: e.total,
-    };
-    Ok(match args.output {
-        Format::Json => serde_json::to_string_pretty(&report)? + "\n",
-        Format::Yaml => serde_norway::to_string(&report)?,
-        Format::Table => {
-            let w = report
-                .nodes
-                .iter()
-                .map(|n| n.node.len())
-                .max()
-                .unwrap_or(4)
-                .max(4);
-            let mut out = format!(
-                "Replicas of {} that fit now\n  {:<w$}  REPLICAS\n",
-                report.pod, "NODE"
+            .enumerate()
+            .find(|(_, p)| p.key() == shape)
+            .ok_or_else(|| anyhow!("--estimate {}: pod {shape} not found", file.display()))?;
+        if !pod.is_pending() {
+            bail!(
+                "--estimate {}: pod {shape} is not pending (it has spec.nodeName or has \
+                 finished); give a Pod manifest without spec.nodeName",
+                file.display()
             );
-            for n in &report.nodes {
-                out += &format!("  {:<w$}  {}\n", n.node, n.replicas);
-            }
-            out += &format!("  {:<w$}  {}\n", "total", report.total);
-            out
         }
+        let id = lockstep_model::PodId(i as u32);
+        let e = lockstep_engine::estimate(cluster, options.clone(), id)
+            .map_err(|e| setup_error(&loaded, e))?;
+        reports.push(EstimateReport {
+            pod: shape.to_string(),
+            nodes: e
+                .per_node
+                .iter()
+                .map(|(n, r)| NodeReplicas {
+                    node: cluster.nodes[n.index()].name.clone(),
+                    replicas: *r,
+                })
+                .collect(),
+            total: e.total,
+        });
+    }
+    // One pod: one object, as always; several: a list of them, in the file's order.
+    Ok(match (args.output, reports.as_slice()) {
+        (Format::Json, [one]) => serde_json::to_string_pretty(one)? + "\n",
+        (Format::Json, all) => serde_json::to_string_pretty(all)? + "\n",
+        (Format::Yaml, [one]) => serde_norway::to_string(one)?,
+        (Format::Yaml, all) => serde_norway::to_string(all)?,
+        (Format::Table, _) => reports
+            .iter()
+            .map(estimate_table)
+            .collect::<Vec<_>>()
+            .join("\n"),
     })
+}
+
+fn estimate_table(report: &EstimateReport) -> String {
+    let w = report
+        .nodes
+        .iter()
+        .map(|n| n.node.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let mut out = format!(
+        "Replicas of {} that fit now\n  {:<w$}  REPLICAS\n",
+        report.pod, "NODE"
+    );
+    for n in &report.nodes {
+        out += &format!("  {:<w$}  {}\n", n.node, n.replicas);
+    }
+    out += &format!("  {:<w$}  {}\n", "total", report.total);
+    out
 }
 
 fn main() -> ExitCode {
@@ -245,6 +308,18 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Schedule(args) => schedule(args),
         Command::Simulate(args) => simulate::simulate(args),
+        Command::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(*shell, &mut Cli::command(), "lockstep", &mut out);
+            String::from_utf8(out).context("the completion script is UTF-8")
+        }
+        Command::Man => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut out)
+                .context("cannot render the man page")
+                .and_then(|()| String::from_utf8(out).context("the man page is UTF-8"))
+        }
     };
     match result {
         Ok(text) => {

@@ -6,41 +6,47 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::ValueEnum;
 use lockstep_engine::{KubeSchedulerConfiguration, Profile};
+use lockstep_sim::data::{DATA_DIR_ENV, Dataset};
 use lockstep_sim::fragmentation::{self, FragmentationOptions};
 use lockstep_sim::policy::{DEFAULT_COMPARE, GangPreemption, Policy, gpu_aware};
 use lockstep_sim::progress::Progress;
+use lockstep_sim::readers::table::read_file;
 use lockstep_sim::readers::{native, openb, parse_timestamp, philly, tiresias};
-use lockstep_sim::{DefaultScenario, SimOptions, Trace, data, report};
+use lockstep_sim::{DefaultScenario, SimOptions, Trace, report};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum SimFormat {
     Table,
     Json,
+    Yaml,
 }
 
 #[derive(clap::Args)]
 pub struct SimulateArgs {
-    /// Replay the Philly-derived trace (default: the copy in crates/sim/data).
+    /// Replay the Philly-derived trace (default: the built-in copy).
     #[arg(long, value_name = "CSV", num_args = 0..=1, default_missing_value = "",
           conflicts_with_all = ["tiresias", "openb", "files"], help_heading = "Trace (default: the embedded scenario)")]
     philly: Option<String>,
-    /// Replay a Tiresias job CSV ("" for the example in crates/sim/data).
+    /// Replay a Tiresias job CSV (default: the built-in example).
     #[arg(long, value_name = "CSV", num_args = 0..=1, default_missing_value = "",
           conflicts_with_all = ["openb", "files"], help_heading = "Trace (default: the embedded scenario)")]
     tiresias: Option<String>,
-    /// Replay an Alibaba openb pod list ("" for openb_pod_list_default.csv in crates/sim/data).
+    /// Replay an Alibaba openb pod list (default: the built-in openb_pod_list_default.csv).
     #[arg(long, value_name = "CSV", num_args = 0..=1, default_missing_value = "",
           conflicts_with = "files", help_heading = "Trace (default: the embedded scenario)")]
     openb: Option<String>,
     /// Replay Kubernetes manifests whose Pods/PodGroups carry lockstep.dev/arrival and
-    /// lockstep.dev/duration annotations (file or directory; repeatable).
+    /// lockstep.dev/duration annotations (file, directory or - for stdin; repeatable).
     #[arg(
         short = 'f',
         long = "filename",
         value_name = "PATH",
         help_heading = "Trace (default: the embedded scenario)"
     )]
-    files: Vec<PathBuf>,
+    files: Vec<String>,
+    /// With -f: a field the Kubernetes API does not define is an error, not a warning.
+    #[arg(long, help_heading = "Trace options")]
+    strict: bool,
 
     /// Seed of the embedded scenario's generator, and of the arrival order in --fragmentation.
     #[arg(long, default_value_t = 42, help_heading = "Embedded scenario")]
@@ -73,6 +79,11 @@ pub struct SimulateArgs {
     /// openb: the node list CSV (default: openb_node_list_all_node.csv).
     #[arg(long, value_name = "CSV", help_heading = "Trace options")]
     openb_nodes: Option<PathBuf>,
+
+    /// A directory laid out as crates/sim/data (openb/, pollux-philly/, tiresias/,
+    /// fgd-expected-results/) whose files replace the built-in trace data.
+    #[arg(long, value_name = "DIR", env = DATA_DIR_ENV, help_heading = "Trace options")]
+    data_dir: Option<PathBuf>,
 
     /// Seconds between scheduling cycles (default: a cycle at every arrival/completion).
     #[arg(long, value_name = "SECONDS", help_heading = "Run")]
@@ -127,7 +138,7 @@ pub struct SimulateArgs {
     /// Do not write the report directory.
     #[arg(long, help_heading = "Output")]
     no_report: bool,
-    /// What to print: the summary table, or metrics.json.
+    /// What to print: the summary table, or metrics.json (as JSON or YAML).
     #[arg(
         short = 'o',
         long = "output",
@@ -141,8 +152,17 @@ pub struct SimulateArgs {
     quiet: bool,
 }
 
-fn or_default(arg: &str, default: &str) -> PathBuf {
-    PathBuf::from(if arg.is_empty() { default } else { arg })
+/// A trace file's name (for messages) and text: the file given, or (when `given` is `None`
+/// or empty) the built-in `dataset`, read from `--data-dir` when one is set.
+fn trace_file(
+    args: &SimulateArgs,
+    given: Option<&std::path::Path>,
+    dataset: Dataset,
+) -> Result<(String, String), lockstep_sim::TraceError> {
+    match given.filter(|p| !p.as_os_str().is_empty()) {
+        Some(path) => Ok((path.display().to_string(), read_file(path)?)),
+        None => dataset.read(args.data_dir.as_deref()),
+    }
 }
 
 fn time_flag(name: &str, value: &Option<String>) -> Result<Option<i64>> {
@@ -166,10 +186,8 @@ fn load_trace(args: &SimulateArgs) -> Result<(Trace, Option<u64>)> {
             max_jobs: args.max_jobs,
             ..philly::PhillyOptions::default()
         };
-        return Ok((
-            philly::read_philly(&or_default(p, data::PHILLY), &options)?,
-            None,
-        ));
+        let (file, text) = trace_file(args, Some(p.as_ref()), Dataset::Philly)?;
+        return Ok((philly::parse_philly(&file, &text, &options)?, None));
     }
     if args.from.is_some()
         || args.to.is_some()
@@ -182,32 +200,42 @@ fn load_trace(args: &SimulateArgs) -> Result<(Trace, Option<u64>)> {
         let spec = match &args.cluster_spec {
             Some(p) => tiresias::read_cluster_spec(p)?,
             None if t.is_empty() => {
-                tiresias::read_cluster_spec(std::path::Path::new(data::TIRESIAS_CLUSTER))?
+                let (file, text) = trace_file(args, None, Dataset::TiresiasCluster)?;
+                tiresias::parse_cluster_spec(&file, &text)?
             }
             None => tiresias::ClusterSpec::default(),
         };
-        return Ok((
-            tiresias::read_tiresias(&or_default(t, data::TIRESIAS_JOBS), &spec)?,
-            None,
-        ));
+        let (file, text) = trace_file(args, Some(t.as_ref()), Dataset::TiresiasJobs)?;
+        return Ok((tiresias::parse_tiresias(&file, &text, &spec)?, None));
     }
     if let Some(pods) = &args.openb {
         let default_nodes = if args.fragmentation.is_some() {
-            data::OPENB_GPU_NODES
+            Dataset::OpenbGpuNodes
         } else {
-            data::OPENB_NODES
+            Dataset::OpenbNodes
         };
-        let nodes = args
-            .openb_nodes
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(default_nodes));
+        let (node_file, node_text) = trace_file(args, args.openb_nodes.as_deref(), default_nodes)?;
+        let (pod_file, pod_text) = trace_file(args, Some(pods.as_ref()), Dataset::OpenbPods)?;
         return Ok((
-            openb::read_openb(&nodes, &or_default(pods, data::OPENB_PODS))?,
+            openb::parse_openb(&node_file, &node_text, &pod_file, &pod_text)?,
             None,
         ));
     }
     if !args.files.is_empty() {
-        return Ok((native::read_manifests(&args.files)?, None));
+        let sources: Vec<lockstep_manifests::Source> = args
+            .files
+            .iter()
+            .map(|f| lockstep_manifests::Source::from_arg(f))
+            .collect();
+        let manifests = native::load_manifests(&sources, &mut std::io::stdin().lock())?;
+        crate::check_unknown_fields(&manifests.unknown_fields, args.strict)?;
+        for w in &manifests.warnings {
+            eprintln!("{w}");
+        }
+        return Ok((manifests.trace, None));
+    }
+    if args.strict {
+        bail!("--strict applies to manifests (-f) only");
     }
     if !(0.01..=10.0).contains(&args.load) {
         bail!(
@@ -314,21 +342,23 @@ pub fn simulate(args: &SimulateArgs) -> Result<String> {
         progress.finish();
         let (mut metrics, timing) = result?;
         if let Some(pods) = &args.openb {
-            let pods = or_default(pods, data::OPENB_PODS);
-            let workload = pods
+            let pods = if pods.is_empty() {
+                Dataset::OpenbPods.file_name()
+            } else {
+                pods.as_str()
+            };
+            let workload = std::path::Path::new(pods)
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let text = std::fs::read_to_string(data::FGD_ALLOCATION).ok();
-            if let Some(text) = text {
+            if let Ok((file, text)) = trace_file(args, None, Dataset::FgdAllocation) {
                 let max = metrics
                     .fragmentation_runs
                     .iter()
                     .map(|r| r.steps.len().saturating_sub(1) as u32)
                     .max()
                     .unwrap_or(0);
-                metrics.fgd_reference =
-                    fragmentation::fgd_reference(data::FGD_ALLOCATION, &text, &workload, max)?;
+                metrics.fgd_reference = fragmentation::fgd_reference(&file, &text, &workload, max)?;
             }
         }
         return finish_output(args, &metrics, &timing);
@@ -357,6 +387,7 @@ fn finish_output(
     }
     Ok(match args.output {
         SimFormat::Json => report::metrics_json(metrics),
+        SimFormat::Yaml => serde_norway::to_string(metrics)?,
         SimFormat::Table if args.quiet => String::new(),
         SimFormat::Table => {
             let mut s = report::summary(metrics, timing);

@@ -2,7 +2,8 @@
 //! - `input.yaml` (or an `input/` directory): the manifests;
 //! - `args` (optional): extra command-line arguments, one per line (`$FIXTURE` is replaced
 //!   by the fixture's directory);
-//! - `expected.json`: the exact `lockstep schedule -o json` output.
+//! - `expected.json`: the exact `lockstep schedule -o json` output. Scenarios run with
+//!   `--strict`: a field the Kubernetes API does not define fails them.
 //!
 //! Bad-input fixtures under `tests/bad-input/NAME/`: `input.yaml` (or `input/`), optional
 //! `args`, and `expected-error.txt` whose every non-empty line must appear in stderr; the run
@@ -30,7 +31,7 @@ fn fixtures(kind: &str) -> Vec<PathBuf> {
     dirs
 }
 
-fn run(dir: &Path) -> std::process::Output {
+fn run(dir: &Path, strict: bool) -> std::process::Output {
     let input = if dir.join("input").is_dir() {
         dir.join("input")
     } else {
@@ -42,6 +43,9 @@ fn run(dir: &Path) -> std::process::Output {
         .arg(&input)
         .arg("-o")
         .arg("json");
+    if strict {
+        cmd.arg("--strict");
+    }
     if let Ok(args) = std::fs::read_to_string(dir.join("args")) {
         for a in args.lines().map(str::trim).filter(|l| !l.is_empty()) {
             cmd.arg(a.replace("$FIXTURE", &dir.display().to_string()));
@@ -56,7 +60,7 @@ fn scenarios_match_expected_output() {
     assert!(!dirs.is_empty(), "no scenario fixtures found");
     let mut failures = Vec::new();
     for dir in dirs {
-        let out = run(&dir);
+        let out = run(&dir, true);
         let name = dir.file_name().unwrap().to_string_lossy().to_string();
         if !out.status.success() {
             failures.push(format!(
@@ -83,7 +87,7 @@ fn scenarios_match_expected_output() {
             ));
         }
         // Determinism: a second run prints the same bytes.
-        let again = run(&dir);
+        let again = run(&dir, true);
         if again.stdout != out.stdout {
             failures.push(format!("{name}: second run printed different output"));
         }
@@ -98,7 +102,7 @@ fn bad_input_exits_2_with_a_clear_message_and_no_stdout() {
     let mut failures = Vec::new();
     for dir in dirs {
         let name = dir.file_name().unwrap().to_string_lossy().to_string();
-        let out = run(&dir);
+        let out = run(&dir, false);
         let stderr = String::from_utf8_lossy(&out.stderr);
         if out.status.code() != Some(2) {
             failures.push(format!(

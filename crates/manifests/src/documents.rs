@@ -77,14 +77,20 @@ fn parse_yaml(file: &str, text: &str) -> Result<Vec<Document>, LoadError> {
                 .location()
                 .map(|l| (l.line(), l.column()))
                 .unwrap_or((0, 0));
-            let text = e.to_string();
             let mark = format!(" at line {line} column {column}");
+            let mut message = e.to_string().replacen(&mark, "", 1);
+            if let Some(tab_line) = tab_indented_line(text, line) {
+                message.push_str(&format!(
+                    " (line {tab_line} is indented with a tab; YAML indentation must be spaces: \
+                     replace the tab with spaces)"
+                ));
+            }
             LoadError::Syntax {
                 origin: origin(file, number),
                 format: "YAML",
                 line,
                 column,
-                message: text.replacen(&mark, "", 1),
+                message,
             }
         };
         // Stop at the first error: the parser cannot recover from one.
@@ -108,6 +114,21 @@ fn parse_yaml(file: &str, text: &str) -> Result<Vec<Document>, LoadError> {
         out.push(Document { number, value });
     }
     Ok(out)
+}
+
+/// The 1-based number of the last line at or before `line` (all lines when `line` is 0) whose
+/// indentation holds a tab, the usual cause of a YAML syntax error near it.
+fn tab_indented_line(text: &str, line: usize) -> Option<usize> {
+    text.lines()
+        .enumerate()
+        .take(if line == 0 { usize::MAX } else { line })
+        .filter(|(_, l)| {
+            l.chars()
+                .take_while(|c| c.is_whitespace())
+                .any(|c| c == '\t')
+        })
+        .map(|(i, _)| i + 1)
+        .last()
 }
 
 /// Converts a YAML value to JSON the way Kubernetes' YAML decoder does: scalar mapping keys
@@ -213,6 +234,19 @@ mod tests {
             msg.starts_with("f.yaml (document 2): invalid YAML at line"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn a_tab_in_indentation_is_named_with_its_line() {
+        let text = "apiVersion: v1\nkind: Node\nmetadata:\n\tname: n\n";
+        let err = parse_documents("f.yaml", text, false).err().unwrap();
+        let msg = err.to_string();
+        assert!(msg.contains("line 4 is indented with a tab"), "{msg}");
+        // A tab inside a value is no indentation and gets no such note.
+        let err = parse_documents("f.yaml", "a: \"x\tb\"\nc: [1\n", false)
+            .err()
+            .unwrap();
+        assert!(!err.to_string().contains("tab"), "{err}");
     }
 
     #[test]

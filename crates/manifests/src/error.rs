@@ -110,7 +110,8 @@ pub enum LoadError {
     },
 
     #[error(
-        "node {node} in {origin} has no status.allocatable; add status.allocatable (cpu, memory, pods)"
+        "node {node} in {origin} has neither status.allocatable nor status.capacity; add \
+         status.allocatable (cpu, memory, pods)"
     )]
     NoAllocatable { node: String, origin: Origin },
 

@@ -31,12 +31,18 @@ mod documents;
 mod error;
 mod input;
 mod route;
+mod unknown;
 mod workload_api;
 
 use std::io::Read;
 use std::path::PathBuf;
 
 pub use error::{LoadError, Origin};
+pub use unknown::UnknownField;
+
+/// The Kubernetes API version whose types manifests are read into (k8s-openapi's `v1_37`
+/// feature in the workspace Cargo.toml).
+pub const KUBERNETES_API_VERSION: &str = "1.37";
 
 /// Where manifests come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,8 +69,11 @@ impl Source {
 #[derive(Debug, Clone)]
 pub struct Loaded {
     pub cluster: lockstep_model::Cluster,
-    /// One line each, starting with `warning: `.
+    /// One line each, starting with `warning: ` (unknown fields among them).
     pub warnings: Vec<String>,
+    /// Fields the Kubernetes API does not define, each also a warning: errors for a caller
+    /// that is strict.
+    pub unknown_fields: Vec<UnknownField>,
     /// Where each object came from (`file (document N)`), by its display name as errors
     /// name it: `Kind name` for cluster-scoped kinds, `Kind namespace/name` otherwise.
     pub origins: std::collections::BTreeMap<String, String>,
@@ -92,21 +101,59 @@ pub fn load_with_stdin(sources: &[Source], stdin: &mut dyn Read) -> Result<Loade
     let inputs = input::read_sources(sources, stdin, &mut warnings)?;
     let mut collected = route::Collected::default();
     collected.warnings = warnings;
-    for input in &inputs {
-        for document in documents::parse_documents(&input.name, &input.text, input.json)? {
+    add_inputs(&mut collected, &inputs)?;
+    convert::build(collected)
+}
+
+/// Routes every document of every input; an input without any document gets a warning.
+fn add_inputs(collected: &mut route::Collected, inputs: &[input::Input]) -> Result<(), LoadError> {
+    for input in inputs {
+        let documents = documents::parse_documents(&input.name, &input.text, input.json)?;
+        if documents.is_empty() {
+            collected.warnings.push(format!(
+                "warning: {} holds no Kubernetes objects (it is empty, or only comments and \
+                 document separators); nothing is read from it",
+                input.name
+            ));
+        }
+        for document in documents {
             collected.add_document(&input.name, document)?;
         }
     }
-    convert::build(collected)
+    Ok(())
+}
+
+/// Like [`load`], then adds the objects of `extra` (such as the pod file of `--estimate`): an
+/// object of `extra` identical to one of `sources` (same content once parsed) is that one
+/// object; a different object of the same kind and name is [`LoadError::Duplicate`], naming
+/// both places. Also returns the display names (`Pod ml/web`) of `extra`'s objects, in order.
+pub fn load_with_extra(
+    sources: &[Source],
+    extra: &Source,
+) -> Result<(Loaded, Vec<String>), LoadError> {
+    let mut stdin = std::io::stdin().lock();
+    let mut warnings = Vec::new();
+    let inputs = input::read_sources(sources, &mut stdin, &mut warnings)?;
+    let extra_inputs = input::read_sources(std::slice::from_ref(extra), &mut stdin, &mut warnings)?;
+    let mut collected = route::Collected::default();
+    collected.keep_values = true;
+    collected.warnings = warnings;
+    add_inputs(&mut collected, &inputs)?;
+    collected.merging = true;
+    add_inputs(&mut collected, &extra_inputs)?;
+    let extra_objects = std::mem::take(&mut collected.merged_objects);
+    Ok((convert::build(collected)?, extra_objects))
 }
 
 /// Loads one text as if it were a file called `name`: JSON when `name` ends in `.json`, YAML
 /// when it ends in `.yaml` or `.yml`, otherwise JSON if the text starts with `{`.
 pub fn load_str(name: &str, text: &str) -> Result<Loaded, LoadError> {
-    let json = input::is_json(std::path::Path::new(name), text);
+    let input = input::Input {
+        name: name.to_string(),
+        text: text.to_string(),
+        json: input::is_json(std::path::Path::new(name), text),
+    };
     let mut collected = route::Collected::default();
-    for document in documents::parse_documents(name, text, json)? {
-        collected.add_document(name, document)?;
-    }
+    add_inputs(&mut collected, std::slice::from_ref(&input))?;
     convert::build(collected)
 }

@@ -15,6 +15,7 @@ use serde_json::{Map, Value as Json};
 
 use crate::documents::Document;
 use crate::error::{LoadError, Origin};
+use crate::unknown::{self, UnknownField};
 use crate::workload_api;
 
 /// One routed object with what messages need to name it.
@@ -58,8 +59,20 @@ pub(crate) struct Collected {
     pub resource_claims: Vec<Entry<resource::ResourceClaim>>,
     pub resource_claim_templates: Vec<Entry<resource::ResourceClaimTemplate>>,
     pub warnings: Vec<String>,
+    /// Fields the objects' API types do not define, in input order.
+    pub unknown_fields: Vec<UnknownField>,
     /// (kind, namespace, name) -> where it was first defined.
     seen: HashMap<(String, String, String), Origin>,
+    /// The objects as read, kept when [`Collected::keep_values`] is set, to tell an object
+    /// given twice from two objects of one name.
+    values: HashMap<(String, String, String), Json>,
+    /// Whether to keep every object's value (set before anything is added).
+    pub(crate) keep_values: bool,
+    /// Set while the extra sources are added: an object identical to one already read is that
+    /// object, not a duplicate.
+    pub(crate) merging: bool,
+    /// The display names of the objects added while `merging`, in input order.
+    pub(crate) merged_objects: Vec<String>,
     /// Where each object came from, by its display name (`Kind name` or `Kind ns/name`).
     pub(crate) origins: Vec<(String, Origin)>,
 }
@@ -180,14 +193,23 @@ impl Collected {
             namespace.clone().unwrap_or_default(),
             name.clone(),
         );
+        if self.merging {
+            self.merged_objects.push(object.clone());
+        }
         if let Some(first) = self.seen.get(&key) {
+            if self.merging && self.values.get(&key) == Some(&value) {
+                return Ok(());
+            }
             return Err(LoadError::Duplicate {
                 object,
                 first: first.clone(),
                 second: origin,
             });
         }
-        self.seen.insert(key, origin.clone());
+        self.seen.insert(key.clone(), origin.clone());
+        if self.keep_values {
+            self.values.insert(key, value.clone());
+        }
         self.origins.push((object.clone(), origin.clone()));
 
         let head = Entry {
@@ -199,58 +221,62 @@ impl Collected {
         };
         match kind.as_str() {
             "Node" => {
-                let node = decode(value, &origin, &object)?;
+                let node = self.decode(value, &origin, &object)?;
                 self.nodes.push(head.with(node));
             }
             "Pod" => {
-                let pod = decode(value, &origin, &object)?;
+                let pod = self.decode(value, &origin, &object)?;
                 self.pods.push(head.with(pod));
             }
             "Namespace" => {
-                let ns = decode(value, &origin, &object)?;
+                let ns = self.decode(value, &origin, &object)?;
                 self.namespaces.push(head.with(ns));
             }
             "PriorityClass" => {
-                let pc = decode(value, &origin, &object)?;
+                let pc = self.decode(value, &origin, &object)?;
                 self.priority_classes.push(head.with(pc));
             }
             "PodDisruptionBudget" => {
-                let pdb = decode(value, &origin, &object)?;
+                let pdb = self.decode(value, &origin, &object)?;
                 self.pod_disruption_budgets.push(head.with(pdb));
             }
             "Workload" => {
-                let workload = decode(workload_api_object(value), &origin, &object)?;
+                let workload = self.decode(workload_api_object(value), &origin, &object)?;
                 self.workloads.push(head.with(workload));
             }
             "PodGroup" => {
                 // The status is read apart, more leniently than the API type reads it.
                 let mut value = workload_api_object(value);
                 let status = value.as_object_mut().and_then(|m| m.remove("status"));
-                let group = decode(value, &origin, &object)?;
+                let group = self.decode(value, &origin, &object)?;
                 let status = match status {
                     None | Some(Json::Null) => workload_api::GroupStatus::default(),
-                    Some(status) => decode_at("status", status, &origin, &object)?,
+                    // Read leniently on purpose: its unknown fields are not reported.
+                    Some(status) => decode_at("status", status, &origin, &object)?.0,
                 };
                 self.pod_groups.push(head.with((group, status)));
             }
             "CompositePodGroup" => {
-                let group = decode(workload_api_object(value), &origin, &object)?;
+                // Its status is not read (the scheduler keeps none), so not checked either.
+                let mut value = workload_api_object(value);
+                value.as_object_mut().map(|m| m.remove("status"));
+                let group = self.decode(value, &origin, &object)?;
                 self.composite_pod_groups.push(head.with(group));
             }
             "DeviceClass" => {
-                let class = decode(value, &origin, &object)?;
+                let class = self.decode(value, &origin, &object)?;
                 self.device_classes.push(head.with(class));
             }
             "ResourceSlice" => {
-                let slice = decode(value, &origin, &object)?;
+                let slice = self.decode(value, &origin, &object)?;
                 self.resource_slices.push(head.with(slice));
             }
             "ResourceClaim" => {
-                let claim = decode(value, &origin, &object)?;
+                let claim = self.decode(value, &origin, &object)?;
                 self.resource_claims.push(head.with(claim));
             }
             "ResourceClaimTemplate" => {
-                let template = decode(value, &origin, &object)?;
+                let template = self.decode(value, &origin, &object)?;
                 self.resource_claim_templates.push(head.with(template));
             }
             _ => unreachable!("every typed kind is matched above"),
@@ -380,20 +406,39 @@ fn workload_api_object(mut value: Json) -> Json {
     value
 }
 
-/// Deserializes a typed kind; a mismatch names the field path.
-fn decode<T: DeserializeOwned>(value: Json, origin: &Origin, object: &str) -> Result<T, LoadError> {
-    decode_at("", value, origin, object)
+impl Collected {
+    /// Deserializes a typed kind; a mismatch names the field path, and fields the type does
+    /// not define are recorded.
+    fn decode<T: DeserializeOwned>(
+        &mut self,
+        value: Json,
+        origin: &Origin,
+        object: &str,
+    ) -> Result<T, LoadError> {
+        let (t, unknown) = decode_at("", value, origin, object)?;
+        for path in unknown {
+            let field = UnknownField {
+                origin: origin.clone(),
+                object: object.to_string(),
+                path,
+            };
+            self.warnings.push(field.warning());
+            self.unknown_fields.push(field);
+        }
+        Ok(t)
+    }
 }
 
 /// Deserializes the part of an object at field `prefix` (empty for the whole object); a
-/// mismatch names the field path from the top of the object.
+/// mismatch names the field path from the top of the object. Also returns the paths, from
+/// `prefix`, of the fields the type does not define.
 fn decode_at<T: DeserializeOwned>(
     prefix: &str,
     value: Json,
     origin: &Origin,
     object: &str,
-) -> Result<T, LoadError> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
+) -> Result<(T, Vec<String>), LoadError> {
+    unknown::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         LoadError::FieldType {
             origin: origin.clone(),

@@ -7,7 +7,8 @@
 //! - [`GroupStatus`]: only `type` and `status` of each condition matter to the scheduler, so a
 //!   hand-written status without `lastTransitionTime`, `reason` or `message` is accepted.
 //!
-//! Like the k8s-openapi types, these structs ignore fields they do not know.
+//! Like the k8s-openapi types, these structs ignore fields they do not know; `crate::unknown`
+//! reports them, except in a PodGroup's status, which is read leniently on purpose.
 
 use k8s_openapi::api::scheduling::v1beta1 as api;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -34,6 +35,10 @@ pub(crate) struct CompositePodGroupSpec {
     pub priority_class_name: Option<String>,
     pub priority: Option<i32>,
     pub preemption_policy: Option<String>,
+    /// The Workload this group belongs to: an API field the scheduler does not need; read so
+    /// that it is not reported as unknown.
+    #[allow(dead_code)]
+    pub workload_ref: Option<api::WorkloadReference>,
 }
 
 /// The `status` of a PodGroup, reduced to what the scheduler reads.

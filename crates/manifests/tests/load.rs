@@ -541,13 +541,36 @@ fn missing_identity_fields() {
 }
 
 #[test]
-fn node_without_allocatable() {
-    let e = err("apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {capacity: {cpu: 1}}\n");
+fn node_without_allocatable_has_its_capacity() {
+    let loaded = ok(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {capacity: {cpu: 2, pods: 4}}\n",
+    );
+    let node = &loaded.cluster.nodes[0];
+    let cpu = loaded.cluster.resources.get("cpu").unwrap();
+    assert_eq!(node.allocatable.get(cpu), 2000);
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    // Allocatable wins over capacity when both are given.
+    let loaded = ok("apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n\
+                     status: {capacity: {cpu: 4, pods: 4}, allocatable: {cpu: 3, pods: 4}}\n");
+    assert_eq!(loaded.cluster.nodes[0].allocatable.get(cpu), 3000);
+    let e = err("apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {}\n");
     assert_eq!(
         e,
-        "node n1 in test.yaml (document 1) has no status.allocatable; add status.allocatable \
-         (cpu, memory, pods)"
+        "node n1 in test.yaml (document 1) has neither status.allocatable nor status.capacity; \
+         add status.allocatable (cpu, memory, pods)"
     );
+}
+
+#[test]
+fn a_file_without_objects_is_a_warning_naming_it() {
+    for text in ["", "# nothing yet\n", "---\n---\n"] {
+        let loaded = ok(text);
+        assert_eq!(loaded.warnings.len(), 1, "{text:?}");
+        assert_contains(
+            &loaded.warnings[0],
+            &["warning: test.yaml holds no Kubernetes objects"],
+        );
+    }
 }
 
 #[test]
@@ -1249,4 +1272,21 @@ fn namespaces_get_their_name_label() {
     // "default" is not defined in the input but a pod lives there.
     assert_eq!(ns["default"]["kubernetes.io/metadata.name"], "default");
     assert_eq!(ns.len(), 2);
+}
+
+#[test]
+fn the_kubernetes_api_version_is_the_k8s_openapi_feature() {
+    let manifest =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.toml"))
+            .expect("workspace Cargo.toml");
+    let feature = format!(
+        "features = [\"v{}\"]",
+        lockstep_manifests::KUBERNETES_API_VERSION.replace('.', "_")
+    );
+    assert!(
+        manifest
+            .lines()
+            .any(|l| l.starts_with("k8s-openapi") && l.contains(&feature)),
+        "the workspace's k8s-openapi dependency has {feature}"
+    );
 }

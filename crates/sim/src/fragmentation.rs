@@ -342,7 +342,7 @@ mod tests {
 
     #[test]
     fn fgd_reference_of_the_default_pod_list() {
-        let text = std::fs::read_to_string(crate::data::FGD_ALLOCATION).expect("shipped");
+        let text = crate::data::Dataset::FgdAllocation.builtin();
         let r = fgd_reference("fgd.csv", &text, "openb_pod_list_default", 130)
             .expect("parses")
             .expect("has the default pod list");

@@ -1,12 +1,13 @@
 //! Trace readers on the data shipped in `crates/sim/data` and on manifests written here.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use lockstep_engine::Profile;
+use lockstep_sim::data::Dataset;
 use lockstep_sim::policy::{Policy, gpu_aware};
 use lockstep_sim::readers::{native, openb, philly, tiresias};
 use lockstep_sim::trace::GPU;
-use lockstep_sim::{SimOptions, data, simulate};
+use lockstep_sim::{SimOptions, simulate};
 
 fn policy() -> Policy {
     Policy::from_profile(&gpu_aware(Profile::default()))
@@ -14,7 +15,8 @@ fn policy() -> Policy {
 
 #[test]
 fn philly_full_trace_reads() {
-    let t = philly::read_philly(Path::new(data::PHILLY), &philly::PhillyOptions::default())
+    let text = Dataset::Philly.builtin();
+    let t = philly::parse_philly("philly.csv", &text, &philly::PhillyOptions::default())
         .expect("the shipped trace reads");
     assert_eq!(t.jobs.len(), 82_247);
     assert_eq!(t.jobs.iter().filter(|j| j.gpus == 128).count(), 3);
@@ -31,15 +33,17 @@ fn philly_window_replays() {
         max_jobs: Some(300),
         ..philly::PhillyOptions::default()
     };
-    let t = philly::read_philly(Path::new(data::PHILLY), &opts).expect("reads");
+    let t = philly::parse_philly("philly.csv", &Dataset::Philly.builtin(), &opts).expect("reads");
     let r = simulate(&t, policy(), SimOptions::default(), &mut |_, _| {}).expect("runs");
     assert_eq!(r.jobs.iter().filter(|o| o.end.is_some()).count(), 300);
 }
 
 #[test]
 fn tiresias_example_reads_and_replays() {
-    let spec = tiresias::read_cluster_spec(Path::new(data::TIRESIAS_CLUSTER)).expect("spec");
-    let t = tiresias::read_tiresias(Path::new(data::TIRESIAS_JOBS), &spec).expect("jobs");
+    let spec = tiresias::parse_cluster_spec("spec.csv", &Dataset::TiresiasCluster.builtin())
+        .expect("spec");
+    let t = tiresias::parse_tiresias("jobs.csv", &Dataset::TiresiasJobs.builtin(), &spec)
+        .expect("jobs");
     assert_eq!(t.jobs.len(), 60);
     assert_eq!(t.capacity(GPU), 64);
     let r = simulate(&t, policy(), SimOptions::default(), &mut |_, _| {}).expect("runs");
@@ -48,8 +52,13 @@ fn tiresias_example_reads_and_replays() {
 
 #[test]
 fn openb_default_reads_every_pod_with_dra_gpus() {
-    let t = openb::read_openb(Path::new(data::OPENB_NODES), Path::new(data::OPENB_PODS))
-        .expect("reads");
+    let t = openb::parse_openb(
+        "nodes.csv",
+        &Dataset::OpenbNodes.builtin(),
+        "pods.csv",
+        &Dataset::OpenbPods.builtin(),
+    )
+    .expect("reads");
     assert_eq!(t.cluster.nodes.len(), 1523);
     assert_eq!(t.jobs.len(), 8152);
     assert!(t.skipped.is_empty());

@@ -154,6 +154,7 @@ pub(crate) fn build(collected: Collected) -> Result<Loaded, LoadError> {
         resource_claim_templates,
         mut warnings,
         origins,
+        unknown_fields,
         ..
     } = collected;
     let mut cluster = Cluster {
@@ -278,6 +279,7 @@ pub(crate) fn build(collected: Collected) -> Result<Loaded, LoadError> {
     Ok(Loaded {
         cluster,
         warnings,
+        unknown_fields,
         origins: origins
             .into_iter()
             .map(|(object, origin)| (object, origin.to_string()))

@@ -9,8 +9,25 @@ use super::{Ctx, resource_list};
 use crate::error::LoadError;
 use crate::route::Entry;
 
+/// What the scheduler may hand out on a node: `status.allocatable`, or, when only
+/// `status.capacity` is given, the capacity (a kubelet without reservations reports
+/// allocatable equal to capacity). The path names the field used, for messages.
+fn allocatable(
+    node: &core::Node,
+) -> Option<(
+    &'static str,
+    &std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+)> {
+    let status = node.status.as_ref()?;
+    match (&status.allocatable, &status.capacity) {
+        (Some(a), _) => Some(("status.allocatable", a)),
+        (None, Some(c)) => Some(("status.capacity", c)),
+        (None, None) => None,
+    }
+}
+
 pub(crate) fn resource_names(node: &core::Node, names: &mut BTreeSet<String>) {
-    if let Some(allocatable) = node.status.as_ref().and_then(|s| s.allocatable.as_ref()) {
+    if let Some((_, allocatable)) = allocatable(node) {
         names.extend(allocatable.keys().cloned());
     }
 }
@@ -45,16 +62,16 @@ pub(crate) fn node(
         object: &entry.object,
     };
     let n = &entry.value;
-    let Some(allocatable) = n.status.as_ref().and_then(|s| s.allocatable.as_ref()) else {
+    let Some((field, allocatable)) = allocatable(n) else {
         return Err(LoadError::NoAllocatable {
             node: entry.name.clone(),
             origin: entry.origin.clone(),
         });
     };
-    let amounts = ctx.amounts("status.allocatable", Some(allocatable))?;
+    let amounts = ctx.amounts(field, Some(allocatable))?;
     if !allocatable.contains_key("pods") {
         warnings.push(format!(
-            "warning: node {} in {} has no pods in status.allocatable, so no pod fits on it; \
+            "warning: node {} in {} has no pods in {field}, so no pod fits on it; \
              add pods: \"110\" (the kubelet's default)",
             entry.name, entry.origin
         ));

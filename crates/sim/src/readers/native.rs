@@ -166,50 +166,120 @@ fn scan(path: &Path, out: &mut BTreeMap<Key, Timing>) -> Result<(), TraceError> 
         .map_err(|e| TraceError::new(&file, 0, format!("cannot read: {e}")))?;
     let json = path.extension().and_then(|e| e.to_str()) == Some("json")
         || (path.extension().is_none() && text.trim_start().starts_with('{'));
+    scan_text(&file, &text, json, out)
+}
+
+fn scan_text(
+    file: &str,
+    text: &str,
+    json: bool,
+    out: &mut BTreeMap<Key, Timing>,
+) -> Result<(), TraceError> {
     if json {
-        for (i, v) in serde_json::Deserializer::from_str(&text)
+        for (i, v) in serde_json::Deserializer::from_str(text)
             .into_iter::<serde_json::Value>()
             .enumerate()
         {
             let Ok(v) = v else { break };
-            scan_object(v, &file, i + 1, out)?;
+            scan_object(v, file, i + 1, out)?;
         }
     } else {
-        for (i, doc) in serde_norway::Deserializer::from_str(&text).enumerate() {
+        for (i, doc) in serde_norway::Deserializer::from_str(text).enumerate() {
             let Ok(v) = serde_json::Value::deserialize(doc) else {
                 continue;
             };
             if v.is_null() {
                 continue;
             }
-            scan_object(v, &file, i + 1, out)?;
+            scan_object(v, file, i + 1, out)?;
         }
     }
     Ok(())
 }
 
+/// A trace read from manifests, with what the loader had to say about them.
+pub struct Manifests {
+    pub trace: Trace,
+    /// One line each, starting with `warning: ` (also among the trace's notes).
+    pub warnings: Vec<String>,
+    /// Fields the Kubernetes API does not define (each also a warning).
+    pub unknown_fields: Vec<lockstep_manifests::UnknownField>,
+}
+
+/// The warning for manifests without any arrival or duration annotation: every job arrives
+/// at 0 and runs to the end, so the run is over at 0 simulated seconds.
+pub const NO_TIMING_WARNING: &str = "warning: no Pod or PodGroup has a lockstep.dev/arrival or      lockstep.dev/duration annotation, so every job arrives at 0 s and runs until the end, and      the simulation ends at 0 simulated seconds; add annotations such as      lockstep.dev/arrival: '90' and lockstep.dev/duration: '15m' to the Pods or PodGroups";
+
 /// Loads manifests with arrival and duration annotations as a trace.
 pub fn read_manifests(sources: &[PathBuf]) -> Result<Trace, TraceError> {
-    let names: Vec<String> = sources.iter().map(|p| p.display().to_string()).collect();
-    let loaded = lockstep_manifests::load(
-        &sources
-            .iter()
-            .map(|p| Source::Path(p.clone()))
-            .collect::<Vec<_>>(),
+    let sources: Vec<Source> = sources.iter().map(|p| Source::Path(p.clone())).collect();
+    Ok(load_manifests(&sources, &mut std::io::empty())?.trace)
+}
+
+/// Loads manifests (files, directories or `stdin` for [`Source::Stdin`]) with arrival and
+/// duration annotations as a trace.
+pub fn load_manifests(
+    sources: &[Source],
+    stdin: &mut dyn std::io::Read,
+) -> Result<Manifests, TraceError> {
+    let names: Vec<String> = sources
+        .iter()
+        .map(|s| match s {
+            Source::Path(p) => p.display().to_string(),
+            Source::Stdin => STDIN.to_string(),
+        })
+        .collect();
+    // Stdin is read once, for the loader and for the annotations.
+    let mut stdin_text = None;
+    if sources.contains(&Source::Stdin) {
+        let mut text = String::new();
+        stdin
+            .read_to_string(&mut text)
+            .map_err(|e| TraceError::new(STDIN, 0, format!("cannot read: {e}")))?;
+        stdin_text = Some(text);
+    }
+    let loaded = lockstep_manifests::load_with_stdin(
+        sources,
+        &mut stdin_text.as_deref().unwrap_or_default().as_bytes(),
     )
     .map_err(|e| TraceError::new(names.join(", "), 0, e.to_string()))?;
     let mut timings = BTreeMap::new();
-    for f in files(sources)? {
-        scan(&f, &mut timings)?;
+    for source in sources {
+        match source {
+            Source::Path(path) => {
+                for f in files(std::slice::from_ref(path))? {
+                    scan(&f, &mut timings)?;
+                }
+            }
+            Source::Stdin => {
+                let text = stdin_text.as_deref().unwrap_or_default();
+                let json = text.trim_start().starts_with('{');
+                scan_text(STDIN, text, json, &mut timings)?;
+            }
+        }
+    }
+    let mut warnings = loaded.warnings;
+    let timed = timings
+        .values()
+        .any(|t| t.arrival.is_some() || t.duration.is_some());
+    if !timed && !loaded.cluster.pods.is_empty() {
+        warnings.push(NO_TIMING_WARNING.to_string());
     }
     let mut trace = build(
         loaded.cluster,
         &timings,
         format!("manifests {}", names.join(", ")),
     );
-    trace.notes.extend(loaded.warnings);
-    Ok(trace)
+    trace.notes.extend(warnings.iter().cloned());
+    Ok(Manifests {
+        trace,
+        warnings,
+        unknown_fields: loaded.unknown_fields,
+    })
 }
+
+/// The name standard input goes by in messages, as the manifest loader names it.
+const STDIN: &str = "<stdin>";
 
 fn build(
     mut cluster: lockstep_model::Cluster,
