@@ -197,6 +197,9 @@ pub enum SimError {
         #[source]
         source: SetupError,
     },
+    /// The run would exceed one of [`crate::trace::limits`].
+    #[error("{0}")]
+    Limit(String),
 }
 
 impl<'t> Simulation<'t> {
@@ -485,7 +488,9 @@ impl<'t> Simulation<'t> {
             None => self.push(self.now, Kind::Cycle, 0, 0),
             Some(interval) if self.cycle_scheduled.is_none() => {
                 let interval = interval.max(1);
-                let at = (self.now / interval + 1) * interval;
+                let at = (self.now / interval)
+                    .saturating_add(1)
+                    .saturating_mul(interval);
                 self.cycle_scheduled = Some(at);
                 self.push(at, Kind::Cycle, 0, 0);
             }
@@ -513,7 +518,10 @@ impl<'t> Simulation<'t> {
                 })
                 .sum();
             let state = &mut self.jobs[j];
-            state.lost_gpu_seconds += milli * (now - state.start) as i64 / 1000;
+            let seconds = i64::try_from(now - state.start).unwrap_or(i64::MAX);
+            state.lost_gpu_seconds = state
+                .lost_gpu_seconds
+                .saturating_add(milli.saturating_mul(seconds) / 1000);
             state.restarts += 1;
             state.epoch += 1;
             state.phase = Phase::Pending;
@@ -595,7 +603,7 @@ impl<'t> Simulation<'t> {
             self.pending_jobs -= 1;
             self.running_jobs += 1;
             if let Some(d) = job.duration {
-                self.push(self.now + d, Kind::Completion, j, epoch);
+                self.push(self.now.saturating_add(d), Kind::Completion, j, epoch);
             }
         }
     }

@@ -24,7 +24,7 @@ use lockstep_manifests::Source;
 use lockstep_model::{GroupPolicy, PodId};
 use serde::Deserialize;
 
-use crate::trace::{GPU, Job, NO_PRIORITY_CLASS, Skipped, Trace, TraceError};
+use crate::trace::{GPU, Job, NO_PRIORITY_CLASS, Skipped, Trace, TraceError, limits};
 
 pub const ARRIVAL: &str = "lockstep.dev/arrival";
 pub const DURATION: &str = "lockstep.dev/duration";
@@ -51,6 +51,21 @@ pub fn parse_seconds(s: &str) -> Option<u64> {
     };
     let v: f64 = num.trim().parse().ok()?;
     (v.is_finite() && v >= 0.0).then(|| (v * factor).round() as u64)
+}
+
+/// An annotation's seconds, at most [`limits::SECONDS`]; the error says what is wrong.
+fn annotation_seconds(raw: &str) -> Result<u64, String> {
+    match parse_seconds(raw) {
+        Some(v) if v <= limits::SECONDS => Ok(v),
+        Some(_) => Err(format!(
+            "{raw:?} is more than {} seconds, the longest time a trace may span \
+             (100 years; see \"Limits\" in README.md)",
+            limits::SECONDS
+        )),
+        None => Err(format!(
+            "{raw:?} is not a number of seconds (write e.g. \"90\", \"15m\", \"2h\")"
+        )),
+    }
 }
 
 /// Files under the sources, in the order the manifest loader reads them.
@@ -144,14 +159,11 @@ fn scan_object(
         (DURATION, &mut timing.duration),
     ] {
         if let Some(raw) = meta.annotations.get(key) {
-            *slot = Some(parse_seconds(raw).ok_or_else(|| {
+            *slot = Some(annotation_seconds(raw).map_err(|why| {
                 TraceError::new(
                     file,
                     0,
-                    format!(
-                        "document {doc} ({kind} {namespace}/{name}): annotation {key}: {raw:?} \
-                         is not a number of seconds (write e.g. \"90\", \"15m\", \"2h\")"
-                    ),
+                    format!("document {doc} ({kind} {namespace}/{name}): annotation {key}: {why}"),
                 )
             })?);
         }
@@ -236,7 +248,9 @@ fn build(
     let gpu = cluster.resources.get(GPU);
     let gpus_of = |c: &lockstep_model::Cluster, pods: &[PodId]| -> i64 {
         gpu.map_or(0, |g| {
-            pods.iter().map(|p| c.pods[p.index()].requests.get(g)).sum()
+            pods.iter().fold(0i64, |a, p| {
+                a.saturating_add(c.pods[p.index()].requests.get(g))
+            })
         })
     };
     let class_of = |p: &lockstep_model::Pod| {
@@ -378,5 +392,11 @@ mod tests {
         assert_eq!(parse_seconds("soon"), None);
         assert_eq!(parse_seconds("-1"), None);
         assert_eq!(parse_seconds("3w"), None);
+        assert_eq!(annotation_seconds("100d"), Ok(8_640_000));
+        assert!(
+            annotation_seconds("18446744073709551615")
+                .unwrap_err()
+                .contains("is more than 3153600000 seconds"),
+        );
     }
 }

@@ -24,8 +24,10 @@
 
 use std::path::Path;
 
-use crate::readers::table::{Table, read_file};
-use crate::trace::{GPU_MODEL_LABEL, JobSpec, PodShape, Trace, TraceBuilder, TraceError, mib};
+use crate::readers::table::{Row, Table, read_file};
+use crate::trace::{
+    GPU_MODEL_LABEL, JobSpec, PodShape, Trace, TraceBuilder, TraceError, limits, mib,
+};
 
 /// The DRA driver the trace's GPUs are published under.
 pub const DRIVER: &str = "gpu.alibaba.example";
@@ -76,12 +78,26 @@ pub fn parse_openb(
         if !seen.insert(name.to_string()) {
             return Err(nodes.error(row, format!("sn: node {name:?} appears twice")));
         }
-        let cpu = nodes.int(row, c_cpu, "a whole number of milli-CPU")?;
-        let memory = nodes.int(row, c_mem, "a whole number of MiB")?;
-        let gpus = nodes.int(row, c_gpu, "a whole number of GPUs")?;
+        if seen.len() > limits::NODES {
+            return Err(nodes.error(
+                row,
+                format!(
+                    "more than {} nodes, the most a cluster may have (see \"Limits\" in README.md)",
+                    limits::NODES
+                ),
+            ));
+        }
+        let (cpu, memory) = cpu_memory(&nodes, row, c_cpu, c_mem, "node")?;
+        let gpus = nodes.bounded(
+            row,
+            c_gpu,
+            "a whole number of GPUs",
+            limits::GPUS_PER_NODE,
+            "the most GPUs a node may have",
+        )?;
         let model = c_model.map(|c| &row.fields[c]).filter(|m| !m.is_empty());
         let labels: Vec<(&str, &str)> = model.iter().map(|m| (GPU_MODEL_LABEL, *m)).collect();
-        b.node(name, cpu, mib(memory), gpus, &labels);
+        b.node(name, cpu, memory, gpus, &labels);
     }
 
     let pods = Table::parse(pod_file, pod_text)?;
@@ -108,9 +124,23 @@ pub fn parse_openb(
         if !names.insert(name.to_string()) {
             return Err(pods.error(row, format!("name: pod {name:?} appears twice")));
         }
-        let cpu = pods.int(row, c_cpu, "a whole number of milli-CPU")?;
-        let memory = pods.int(row, c_mem, "a whole number of MiB")?;
-        let num_gpu = pods.int(row, c_num, "a whole number of GPUs")?;
+        if names.len() > limits::PODS {
+            return Err(pods.error(
+                row,
+                format!(
+                    "more than {} pods, the most lockstep simulates (see \"Limits\" in README.md)",
+                    limits::PODS
+                ),
+            ));
+        }
+        let (cpu, memory) = cpu_memory(&pods, row, c_cpu, c_mem, "pod")?;
+        let num_gpu = pods.bounded(
+            row,
+            c_num,
+            "a whole number of GPUs",
+            limits::GPUS_PER_NODE,
+            "the most GPUs a node may have, so the most one pod may ask for",
+        )?;
         let milli = pods.int(row, c_milli, "a whole number of milli-GPUs")?;
         if milli > 1000 {
             return Err(pods.error(
@@ -145,11 +175,11 @@ pub fn parse_openb(
             }
         };
         let (arrival, duration) = if timed {
-            let created = pods.int(row, c_created.unwrap_or(0), "a whole number of seconds")?;
-            let deleted = pods.int(row, c_deleted.unwrap_or(0), "a whole number of seconds")?;
+            let created = pods.seconds(row, c_created.unwrap_or(0))?;
+            let deleted = pods.seconds(row, c_deleted.unwrap_or(0))?;
             let started = match c_scheduled.map(|c| &row.fields[c]) {
                 None | Some("") => created,
-                Some(_) => pods.int(row, c_scheduled.unwrap_or(0), "a whole number of seconds")?,
+                Some(_) => pods.seconds(row, c_scheduled.unwrap_or(0))?,
             };
             if deleted < started || started < created {
                 return Err(pods.error(
@@ -159,11 +189,11 @@ pub fn parse_openb(
                     ),
                 ));
             }
-            (created as u64, Some((deleted - started) as u64))
+            (created, Some(deleted - started))
         } else {
             (0, None)
         };
-        let mut shape = PodShape::new(cpu, mib(memory), num_gpu);
+        let mut shape = PodShape::new(cpu, memory, num_gpu);
         if num_gpu > 0 {
             shape.gpu_milli = milli;
         }
@@ -194,6 +224,31 @@ pub fn parse_openb(
     b.note(format!("{count} pods replayed, one job each"));
     let short = |f: &str| f.rsplit('/').next().unwrap_or(f).to_string();
     Ok(b.finish(format!("{} on {}", short(pod_file), short(node_file))))
+}
+
+/// A row's `cpu_milli` and `memory_mib` (as bytes), each within its limit.
+fn cpu_memory(
+    table: &Table,
+    row: &Row,
+    c_cpu: usize,
+    c_mem: usize,
+    what: &str,
+) -> Result<(i64, i64), TraceError> {
+    let cpu = table.bounded(
+        row,
+        c_cpu,
+        "a whole number of milli-CPU",
+        limits::CPU_MILLI,
+        &format!("the most milli-CPU a {what} may have (a million CPUs)"),
+    )?;
+    let memory = table.bounded(
+        row,
+        c_mem,
+        "a whole number of MiB",
+        limits::MEMORY >> 20,
+        &format!("the most MiB of memory a {what} may have (64 TiB)"),
+    )?;
+    Ok((cpu, mib(memory)))
 }
 
 #[cfg(test)]

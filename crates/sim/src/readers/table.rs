@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::trace::TraceError;
+use crate::trace::{TraceError, limits};
 
 /// One data row: its 1-based line number and its fields.
 #[derive(Debug)]
@@ -127,6 +127,48 @@ impl Table {
         }
     }
 
+    /// A field as a whole number from 0 to `max`; `limit` says what the bound is ("the GPUs
+    /// one node may hold"). A number too large for any integer type is reported as too large,
+    /// not as "not a number".
+    pub fn bounded(
+        &self,
+        row: &Row,
+        col: usize,
+        what: &str,
+        max: i64,
+        limit: &str,
+    ) -> Result<i64, TraceError> {
+        let raw = &row.fields[col];
+        let digits = raw.strip_prefix('+').unwrap_or(raw);
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            match digits.parse::<i64>() {
+                Ok(v) if v <= max => return Ok(v),
+                _ => {
+                    return Err(self.error(
+                        row,
+                        format!(
+                            "{}: {raw} is more than {max}, {limit} (see \"Limits\" in README.md)",
+                            self.headers[col]
+                        ),
+                    ));
+                }
+            }
+        }
+        self.int(row, col, what)
+    }
+
+    /// A field as a whole number of seconds, at most [`limits::SECONDS`].
+    pub fn seconds(&self, row: &Row, col: usize) -> Result<u64, TraceError> {
+        let v = self.bounded(
+            row,
+            col,
+            "a whole number of seconds",
+            limits::SECONDS as i64,
+            "the longest time a trace may span (100 years)",
+        )?;
+        Ok(v as u64)
+    }
+
     /// A field as a non-negative number (fractions allowed).
     pub fn number(&self, row: &Row, col: usize, what: &str) -> Result<f64, TraceError> {
         let raw = &row.fields[col];
@@ -149,7 +191,11 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
     let y: i64 = d.next()?.parse().ok()?;
     let m: i64 = d.next()?.parse().ok()?;
     let day: i64 = d.next()?.parse().ok()?;
-    if d.next().is_some() || !(1..=12).contains(&m) || !(1..=31).contains(&day) {
+    if d.next().is_some()
+        || !(1..=9999).contains(&y)
+        || !(1..=12).contains(&m)
+        || !(1..=31).contains(&day)
+    {
         return None;
     }
     let secs = match time {
@@ -159,7 +205,11 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
             let h: i64 = p.next()?.parse().ok()?;
             let mi: i64 = p.next()?.parse().ok()?;
             let se: i64 = p.next().map_or(Some(0), |x| x.parse().ok())?;
-            if p.next().is_some() || h > 23 || mi > 59 || se > 60 {
+            if p.next().is_some()
+                || !(0..=23).contains(&h)
+                || !(0..=59).contains(&mi)
+                || !(0..=60).contains(&se)
+            {
                 return None;
             }
             h * 3600 + mi * 60 + se
@@ -191,6 +241,9 @@ mod tests {
         assert_eq!(parse_timestamp("2000-03-01T00:00"), Some(951_868_800));
         assert_eq!(parse_timestamp("2017-13-01"), None);
         assert_eq!(parse_timestamp("yesterday"), None);
+        // Years past 9999 would overflow the day count; negative times of day are no times.
+        assert_eq!(parse_timestamp("99999999999999999-01-01"), None);
+        assert_eq!(parse_timestamp("2017-10-09 -1:00"), None);
     }
 
     #[test]
@@ -199,6 +252,31 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "t.csv:4: 1 fields, but the header has 2 (a,b)"
+        );
+    }
+
+    #[test]
+    fn bounded_numbers_say_they_are_too_large() {
+        let t = Table::parse("t.csv", "n\n129\n18446744073709551616\nx\n-1\n128\n").expect("valid");
+        let got: Vec<String> = t
+            .rows
+            .iter()
+            .map(
+                |r| match t.bounded(r, 0, "a whole number", 128, "the most a node holds") {
+                    Ok(v) => v.to_string(),
+                    Err(e) => e.to_string(),
+                },
+            )
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "t.csv:2: n: 129 is more than 128, the most a node holds (see \"Limits\" in README.md)",
+                "t.csv:3: n: 18446744073709551616 is more than 128, the most a node holds (see \"Limits\" in README.md)",
+                "t.csv:4: n: \"x\" is not a whole number",
+                "t.csv:5: n: \"-1\" is not a whole number",
+                "128",
+            ]
         );
     }
 
