@@ -47,6 +47,12 @@ fn parse_json(file: &str, text: &str) -> Result<Vec<Document>, LoadError> {
     let stream = serde_json::Deserializer::from_str(text).into_iter::<Json>();
     for (i, value) in stream.enumerate() {
         let number = document_number(i);
+        if i >= MAX_DOCUMENTS {
+            return Err(LoadError::Limit {
+                origin: origin(file, number),
+                message: format!("more than {MAX_DOCUMENTS} documents in one file; split the file"),
+            });
+        }
         let value = value.map_err(|e| LoadError::Syntax {
             origin: origin(file, number),
             format: "JSON",
@@ -68,25 +74,244 @@ fn strip_json_location(e: &serde_json::Error) -> String {
     text.strip_suffix(&suffix).unwrap_or(&text).to_string()
 }
 
+/// Nesting levels (mappings and lists inside each other) a document may have.
+pub const MAX_DEPTH: usize = 100;
+/// Bytes in one document.
+pub const MAX_DOCUMENT_BYTES: usize = 64 << 20;
+/// Documents in one file.
+pub const MAX_DOCUMENTS: usize = 1_000_000;
+
+/// What a cheap pass over a YAML text finds before the parser sees it: where each document
+/// starts. It fails on a document nested deeper than [`MAX_DEPTH`] (the parser takes time
+/// that grows faster than the text on such input), larger than [`MAX_DOCUMENT_BYTES`], or on
+/// more than [`MAX_DOCUMENTS`] documents.
+///
+/// Nesting is counted from block indentation (each deeper indentation, and each `- ` or `? `
+/// that opens an entry, is a level) plus open flow brackets (`[` and `{` that start a value,
+/// and every bracket inside one), skipping comments, quoted strings and block scalars. It may
+/// count a little more than the parser would, never less by more than a level per line.
+struct Prescan {
+    /// 1-based line where each document starts (by serde_norway's document numbering).
+    starts: Vec<usize>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Quote {
+    None,
+    Single,
+    Double,
+}
+
+fn prescan_yaml(file: &str, text: &str) -> Result<Prescan, LoadError> {
+    prescan_yaml_within(file, text, MAX_DOCUMENT_BYTES, MAX_DOCUMENTS)
+}
+
+fn prescan_yaml_within(
+    file: &str,
+    text: &str,
+    max_bytes: usize,
+    max_documents: usize,
+) -> Result<Prescan, LoadError> {
+    let too_deep = |document: usize, line: usize| LoadError::Limit {
+        origin: origin(file, document_number(document - 1)),
+        message: format!(
+            "nested more than {MAX_DEPTH} levels deep at line {line}; \
+             lockstep reads at most {MAX_DEPTH} levels of mappings and lists inside each other \
+             and Kubernetes objects are far shallower: check that this is the file you meant"
+        ),
+    };
+    let mut starts = vec![1];
+    // Per document.
+    let mut has_content = false;
+    let mut has_marker = false;
+    let mut doc_bytes = 0usize;
+    let mut indents: Vec<usize> = Vec::new();
+    let mut flow = 0usize;
+    let mut quote = Quote::None;
+    // A block scalar's lines are those indented more than this.
+    let mut block_scalar: Option<usize> = None;
+    for (index, raw) in text.split('\n').enumerate() {
+        let number = index + 1;
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        let marker = quote == Quote::None
+            && flow == 0
+            && (line.starts_with("---") || line.starts_with("..."))
+            && line[3..]
+                .chars()
+                .next()
+                .is_none_or(|c| c == ' ' || c == '\t');
+        if marker {
+            let start = line.starts_with("---");
+            if has_content || has_marker || !start {
+                if has_content || has_marker {
+                    starts.push(number);
+                    if starts.len() > max_documents {
+                        return Err(LoadError::Limit {
+                            origin: origin(file, document_number(starts.len() - 1)),
+                            message: format!(
+                                "more than {max_documents} documents in one file; \
+                                 split the file"
+                            ),
+                        });
+                    }
+                }
+                has_content = false;
+                doc_bytes = 0;
+                indents.clear();
+                block_scalar = None;
+            }
+            has_marker = start;
+            if !start {
+                continue;
+            }
+        }
+        doc_bytes += raw.len() + 1;
+        if doc_bytes > max_bytes {
+            return Err(LoadError::Limit {
+                origin: origin(file, document_number(starts.len() - 1)),
+                message: format!(
+                    "the document is larger than {} at line {number}; \
+                     split it into several documents",
+                    if max_bytes.is_multiple_of(1 << 20) {
+                        format!("{} MiB", max_bytes >> 20)
+                    } else {
+                        format!("{max_bytes} bytes")
+                    }
+                ),
+            });
+        }
+        let indent = line.len() - line.trim_start_matches(' ').len();
+        let rest = &line[indent..];
+        if let Some(parent) = block_scalar {
+            if rest.trim().is_empty() || indent > parent {
+                continue;
+            }
+            block_scalar = None;
+        }
+        let bytes = line.as_bytes();
+        let mut i = if marker { 3 } else { indent };
+        // Block structure, for lines that start outside quotes and flow collections.
+        if quote == Quote::None && flow == 0 && !marker {
+            if rest.is_empty() || rest.starts_with('#') || rest.starts_with('%') {
+                continue;
+            }
+            has_content = true;
+            while indents.last().is_some_and(|&top| top > indent) {
+                indents.pop();
+            }
+            if indents.last().is_none_or(|&top| top < indent) {
+                indents.push(indent);
+            }
+            // `- ` and `? ` entries open a level each.
+            while i < bytes.len()
+                && (bytes[i] == b'-' || bytes[i] == b'?')
+                && bytes.get(i + 1).is_none_or(|&c| c == b' ')
+            {
+                i += 1;
+                while i < bytes.len() && bytes[i] == b' ' {
+                    i += 1;
+                }
+                if indents.last().is_none_or(|&top| top < i) && i < bytes.len() {
+                    indents.push(i);
+                }
+            }
+        } else if !rest.trim().is_empty() {
+            has_content = true;
+        }
+        // The rest of the line: flow brackets, quotes, comments, block scalar headers.
+        let key_column = i;
+        let mut value_start = true;
+        let mut plain = false;
+        while i < bytes.len() {
+            let c = bytes[i];
+            match quote {
+                Quote::Double => {
+                    if c == b'\\' {
+                        i += 1;
+                    } else if c == b'"' {
+                        quote = Quote::None;
+                    }
+                }
+                Quote::Single => {
+                    if c == b'\'' {
+                        if bytes.get(i + 1) == Some(&b'\'') {
+                            i += 1;
+                        } else {
+                            quote = Quote::None;
+                        }
+                    }
+                }
+                Quote::None => match c {
+                    b' ' | b'\t' => {}
+                    b'#' if i == 0 || matches!(bytes[i - 1], b' ' | b'\t') => break,
+                    b'"' | b'\'' if value_start => {
+                        quote = if c == b'"' {
+                            Quote::Double
+                        } else {
+                            Quote::Single
+                        };
+                        value_start = false;
+                    }
+                    b'[' | b'{' if value_start || (flow > 0 && !plain) => {
+                        flow += 1;
+                        if indents.len() + flow > MAX_DEPTH {
+                            return Err(too_deep(starts.len(), number));
+                        }
+                        value_start = true;
+                        plain = false;
+                    }
+                    b']' | b'}' if flow > 0 => {
+                        flow -= 1;
+                        plain = false;
+                    }
+                    b',' if flow > 0 => {
+                        value_start = true;
+                        plain = false;
+                    }
+                    b':' if flow > 0
+                        || bytes.get(i + 1).is_none_or(|&n| n == b' ' || n == b'\t') =>
+                    {
+                        value_start = true;
+                        plain = false;
+                    }
+                    b'|' | b'>' if value_start && flow == 0 => {
+                        let header = line[i + 1..].split('#').next().unwrap_or("");
+                        if header
+                            .trim()
+                            .bytes()
+                            .all(|h| h == b'-' || h == b'+' || h.is_ascii_digit())
+                        {
+                            block_scalar = Some(if key_column > indent {
+                                key_column
+                            } else {
+                                indent
+                            });
+                            break;
+                        }
+                        value_start = false;
+                        plain = true;
+                    }
+                    _ => {
+                        value_start = false;
+                        plain = true;
+                    }
+                },
+            }
+            i += 1;
+        }
+        if indents.len() + flow > MAX_DEPTH {
+            return Err(too_deep(starts.len(), number));
+        }
+    }
+    Ok(Prescan { starts })
+}
+
 fn parse_yaml(file: &str, text: &str) -> Result<Vec<Document>, LoadError> {
+    let prescan = prescan_yaml(file, text)?;
     let mut out = Vec::new();
     for (i, document) in serde_norway::Deserializer::from_str(text).enumerate() {
         let number = document_number(i);
-        let syntax = |e: serde_norway::Error| {
-            let (line, column) = e
-                .location()
-                .map(|l| (l.line(), l.column()))
-                .unwrap_or((0, 0));
-            let text = e.to_string();
-            let mark = format!(" at line {line} column {column}");
-            LoadError::Syntax {
-                origin: origin(file, number),
-                format: "YAML",
-                line,
-                column,
-                message: text.replacen(&mark, "", 1),
-            }
-        };
+        let syntax = |e: serde_norway::Error| yaml_error(file, number, &prescan, e);
         // Stop at the first error: the parser cannot recover from one.
         let mut value = Yaml::deserialize(document).map_err(syntax)?;
         value.apply_merge().map_err(syntax)?;
@@ -108,6 +333,59 @@ fn parse_yaml(file: &str, text: &str) -> Result<Vec<Document>, LoadError> {
         out.push(Document { number, value });
     }
     Ok(out)
+}
+
+/// A parser error as a [`LoadError`] that says where and what to do: errors without a place
+/// (aliases that expand too far) are placed at the document's first line, and an integer too
+/// large for 64 bits is a bad value, not bad syntax.
+fn yaml_error(file: &str, number: u32, prescan: &Prescan, e: serde_norway::Error) -> LoadError {
+    let text = e.to_string();
+    let Some(location) = e.location() else {
+        let start = prescan
+            .starts
+            .get(number as usize - 1)
+            .copied()
+            .unwrap_or(1);
+        let message = if text.contains("repetition limit exceeded") {
+            format!(
+                "the document starting at line {start} uses aliases (*name) that expand to too \
+                 much data; write the values out or use fewer aliases"
+            )
+        } else {
+            format!("{text} in the document starting at line {start}; fix the document")
+        };
+        return LoadError::Invalid {
+            origin: origin(file, number),
+            message,
+        };
+    };
+    let (line, column) = (location.line(), location.column());
+    let message = text.replacen(&format!(" at line {line} column {column}"), "", 1);
+    if let Some((path, rest)) = message.split_once("invalid type: integer `")
+        && let Some((digits, _)) = rest.split_once('`')
+    {
+        let path = path.trim_end_matches(": ");
+        return LoadError::InvalidValue {
+            origin: origin(file, number),
+            object: format!("line {line}, column {column}"),
+            path: if path.is_empty() {
+                "(top level)".to_string()
+            } else {
+                path.to_string()
+            },
+            message: format!(
+                "the integer {digits} does not fit in 64 bits; write a smaller number, or quote \
+                 it if it is text"
+            ),
+        };
+    }
+    LoadError::Syntax {
+        origin: origin(file, number),
+        format: "YAML",
+        line,
+        column,
+        message,
+    }
 }
 
 /// Converts a YAML value to JSON the way Kubernetes' YAML decoder does: scalar mapping keys
@@ -240,6 +518,129 @@ mod tests {
         assert_eq!(v["m"]["y"], 2);
         assert_eq!(v["n"]["1"], "one");
         assert_eq!(v["n"]["true"], "yes");
+    }
+
+    fn limit_error(text: &str) -> String {
+        match parse_documents("f.yaml", text, false) {
+            Err(e @ LoadError::Limit { .. }) => e.to_string(),
+            Err(e) => panic!("not a limit error: {e}"),
+            Ok(_) => panic!("accepted"),
+        }
+    }
+
+    /// Deeply nested documents fail before the parser sees them (the parser takes tens of
+    /// seconds on these in a release build).
+    #[test]
+    fn deep_nesting_fails_at_once() {
+        let started = std::time::Instant::now();
+        let flow = format!("a: {}{}\n", "[".repeat(100_000), "]".repeat(100_000));
+        let maps = format!("a: {}1{}\n", "{a: ".repeat(50_000), "}".repeat(50_000));
+        let json_like = format!("a: {}1{}\n", "{\"a\":".repeat(50_000), "}".repeat(50_000));
+        let dashes = format!("{}x\n", "- ".repeat(50_000));
+        let mut block = String::new();
+        for i in 0..150 {
+            block.push_str(&" ".repeat(i));
+            block.push_str("k:\n");
+        }
+        for text in [&flow, &maps, &json_like, &dashes, &block] {
+            let e = limit_error(text);
+            assert!(
+                e.starts_with("f.yaml (document 1): nested more than 100 levels deep at line"),
+                "{e}"
+            );
+        }
+        let second = format!("a: 1\n---\nb: {}\n", "[".repeat(200));
+        assert!(
+            limit_error(&second)
+                .starts_with("f.yaml (document 2): nested more than 100 levels deep at line 3")
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "took {:?}",
+            started.elapsed()
+        );
+    }
+
+    /// What is not nesting is not counted: block scalars, quoted and plain brackets, comments.
+    #[test]
+    fn ordinary_documents_pass_the_nesting_check() {
+        let mut script = String::from("data:\n  run.sh: |\n");
+        for i in 0..150 {
+            script.push_str(&format!("    {}echo {i}\n", " ".repeat(i)));
+        }
+        script.push_str("other: x\n");
+        let brackets = format!(
+            "a: \"{}\"\nb: x{}\nc: '{}'\n# {}\nd: [1, \"]]]\", [2, {{e: f}}]]\n",
+            "[".repeat(300),
+            "{".repeat(300),
+            "[".repeat(300),
+            "[".repeat(300)
+        );
+        let mut deep_enough = String::new();
+        for i in 0..90 {
+            deep_enough.push_str(&" ".repeat(i));
+            deep_enough.push_str("k:\n");
+        }
+        deep_enough.push_str(&" ".repeat(90));
+        deep_enough.push_str("v: 1\n");
+        for text in [&script, &brackets, &deep_enough] {
+            parse_documents("f.yaml", text, false).expect("valid");
+        }
+    }
+
+    #[test]
+    fn document_size_and_count_are_bounded() {
+        let e = prescan_yaml_within("f.yaml", "a: 1\n---\nb: 1234567890\n", 10, 100)
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.to_string(),
+            "f.yaml (document 2): the document is larger than 10 bytes at line 3; split it into \
+             several documents (see \"Limits\" in README.md)"
+        );
+        let e = prescan_yaml_within("f.yaml", "a: 1\n---\nb: 2\n---\nc: 3\n", 100, 2)
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.to_string(),
+            "f.yaml (document 3): more than 2 documents in one file; split the file \
+             (see \"Limits\" in README.md)"
+        );
+        let p = prescan_yaml_within("f.yaml", "---\na: 1\n---\n---\nb: x\n", 100, 100).unwrap();
+        assert_eq!(p.starts, vec![1, 3, 4]);
+    }
+
+    #[test]
+    fn alias_bombs_and_huge_integers_say_what_they_are() {
+        let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x]\n");
+        for (prev, name) in ["a", "b", "c", "d", "e", "f", "g", "h"]
+            .iter()
+            .zip(["b", "c", "d", "e", "f", "g", "h", "i"])
+        {
+            bomb.push_str(&format!(
+                "{name}: &{name} [{}]\n",
+                vec![format!("*{prev}"); 9].join(", ")
+            ));
+        }
+        let text = format!("x: 1\n---\n{bomb}");
+        let e = parse_documents("f.yaml", &text, false)
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            e,
+            "f.yaml (document 2): the document starting at line 2 uses aliases (*name) that \
+             expand to too much data; write the values out or use fewer aliases"
+        );
+        let e = parse_documents("f.yaml", "a:\n  b: 18446744073709551616\n", false)
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            e,
+            "f.yaml (document 1): line 2, column 6: field a.b: the integer 18446744073709551616 \
+             does not fit in 64 bits; write a smaller number, or quote it if it is text"
+        );
     }
 
     #[test]

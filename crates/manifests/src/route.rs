@@ -181,6 +181,11 @@ impl Collected {
             name.clone(),
         );
         if let Some(first) = self.seen.get(&key) {
+            if *first == origin {
+                return Err(LoadError::SameFileTwice {
+                    file: origin.file.to_string(),
+                });
+            }
             return Err(LoadError::Duplicate {
                 object,
                 first: first.clone(),
