@@ -388,6 +388,37 @@ pub(crate) fn dns1123_subdomain_error(name: &str) -> Option<String> {
     })
 }
 
+/// Why `key` is not a label key (an optional DNS-1123 subdomain prefix and '/', then a name
+/// of at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or
+/// digit), if it is not. Topology keys are label keys.
+pub(crate) fn label_key_error(key: &str) -> Option<String> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if let Some(p) = prefix {
+        if p.is_empty() {
+            return Some("the prefix before '/' is empty".to_string());
+        }
+        if let Some(why) = dns1123_subdomain_error(p) {
+            return Some(format!("the prefix {p:?}: {why}"));
+        }
+    }
+    let b = name.as_bytes();
+    let ok = !b.is_empty()
+        && b.len() <= 63
+        && b.first().is_some_and(u8::is_ascii_alphanumeric)
+        && b.last().is_some_and(u8::is_ascii_alphanumeric)
+        && b.iter()
+            .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'));
+    (!ok).then(|| {
+        "a label key is a name of at most 63 letters, digits, '-', '_' and '.', starting and \
+         ending with a letter or digit, optionally after a DNS subdomain and '/' \
+         (e.g. topology.kubernetes.io/zone)"
+            .to_string()
+    })
+}
+
 /// Checks `metadata.name` (and `metadata.namespace`) as the API server does: a Namespace's
 /// name is a DNS-1123 label, every other kind read here is named by a DNS-1123 subdomain, and
 /// a namespace is a DNS-1123 label. Names are quoted with escapes in the message, so control

@@ -469,6 +469,12 @@ fn affinity_term(
              kubernetes.io/hostname); add it",
         ));
     }
+    if let Some(why) = crate::route::label_key_error(&t.topology_key) {
+        return Err(ctx.invalid(
+            format!("{path}.topologyKey"),
+            format!("{:?} is not a valid topology key: {why}", t.topology_key),
+        ));
+    }
     let selector = match &t.label_selector {
         None => None,
         Some(s) => {
@@ -713,6 +719,12 @@ fn topology_spread(
                 format!("{path}.topologyKey"),
                 "a topology spread constraint needs a topologyKey (a node label such as \
                  topology.kubernetes.io/zone); add it",
+            ));
+        }
+        if let Some(why) = crate::route::label_key_error(&c.topology_key) {
+            return Err(ctx.invalid(
+                format!("{path}.topologyKey"),
+                format!("{:?} is not a valid topology key: {why}", c.topology_key),
             ));
         }
         if let Some(min) = c.min_domains {
