@@ -181,6 +181,8 @@ pub mod limits {
     pub const NODES: usize = 100_000;
     /// GPUs on one node, and GPUs of one pod: the devices one ResourceSlice may hold.
     pub const GPUS_PER_NODE: i64 = 128;
+    /// GPUs in a cluster (openb GPUs are DRA devices, each an object of its own).
+    pub const GPUS: i64 = 1_000_000;
     /// Pods of one job (a job's GPUs split into pods of at most a node's GPUs).
     pub const JOB_PODS: i64 = 10_000;
     /// Pods in a whole trace, including copies made by `--fragmentation`.

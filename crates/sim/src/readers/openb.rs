@@ -70,6 +70,8 @@ pub fn parse_openb(
     );
     let c_model = nodes.optional_column("model");
     let mut seen = std::collections::BTreeSet::new();
+    let mut total_gpus = 0i64;
+    let mut node_rows = Vec::new();
     for row in &nodes.rows {
         let name = &row.fields[c_sn];
         if name.is_empty() {
@@ -95,7 +97,22 @@ pub fn parse_openb(
             limits::GPUS_PER_NODE,
             "the most GPUs a node may have",
         )?;
+        total_gpus += gpus;
+        if total_gpus > limits::GPUS {
+            return Err(nodes.error(
+                row,
+                format!(
+                    "more than {} GPUs in the node list here, the most a cluster may have \
+                     (see \"Limits\" in README.md)",
+                    limits::GPUS
+                ),
+            ));
+        }
         let model = c_model.map(|c| &row.fields[c]).filter(|m| !m.is_empty());
+        node_rows.push((name, cpu, memory, gpus, model));
+    }
+    // Built only once every row is checked: GPUs become device objects.
+    for (name, cpu, memory, gpus, model) in node_rows {
         let labels: Vec<(&str, &str)> = model.iter().map(|m| (GPU_MODEL_LABEL, *m)).collect();
         b.node(name, cpu, memory, gpus, &labels);
     }
@@ -389,6 +406,29 @@ c,1000,1024,1,300,,LS,Running,25,35,25
             .find(|s| s.time == 10)
             .expect("sample at 10");
         assert_eq!(full.gpu_milli_allocated, 1000);
+    }
+
+    #[test]
+    fn a_node_list_beyond_the_gpu_limit_is_refused() {
+        let mut nodes = String::from("sn,cpu_milli,memory_mib,gpu\n");
+        for i in 0..=limits::GPUS / 128 {
+            nodes.push_str(&format!("n{i},1000,1024,128\n"));
+        }
+        let err = parse_openb(
+            "nodes.csv",
+            &nodes,
+            "pods.csv",
+            "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n",
+        )
+        .expect_err("too many GPUs");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "nodes.csv:{}: more than 1000000 GPUs in the node list here, the most a cluster \
+                 may have (see \"Limits\" in README.md)",
+                limits::GPUS / 128 + 2
+            )
+        );
     }
 
     #[test]

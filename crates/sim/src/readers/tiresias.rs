@@ -110,6 +110,18 @@ pub fn parse_cluster_spec(file: &str, text: &str) -> Result<ClusterSpec, TraceEr
             ),
         ));
     }
+    if switches * per_switch * gpus > limits::GPUS {
+        return Err(table.error(
+            row,
+            format!(
+                "{} nodes x {gpus} GPUs is {} GPUs, more than {}, the most a cluster may have \
+                 (see \"Limits\" in README.md)",
+                switches * per_switch,
+                switches * per_switch * gpus,
+                limits::GPUS
+            ),
+        ));
+    }
     Ok(ClusterSpec {
         switches: switches as usize,
         nodes_per_switch: per_switch as usize,
@@ -257,5 +269,16 @@ mod tests {
         )
         .expect_err("zero nodes");
         assert!(err.to_string().starts_with("spec.csv:2: "), "{err}");
+        let err = parse_cluster_spec(
+            "spec.csv",
+            "num_switch,num_node_p_switch,num_gpu_p_node,num_cpu_p_node,mem_p_node\n\
+             100,1000,128,40,256\n",
+        )
+        .expect_err("too many GPUs");
+        assert_eq!(
+            err.to_string(),
+            "spec.csv:2: 100000 nodes x 128 GPUs is 12800000 GPUs, more than 1000000, the most \
+             a cluster may have (see \"Limits\" in README.md)"
+        );
     }
 }
