@@ -323,3 +323,26 @@ fn an_unwritable_report_directory_is_reported_before_the_run() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An object the engine refuses when it starts is reported once, with its file and document.
+#[test]
+fn an_invalid_object_in_a_manifest_trace_is_located_and_reported_once() {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/bad-input/dra-invalid-cel-device-class/input.yaml");
+    let out = lockstep()
+        .args(["simulate", "--quiet", "--no-report", "-f"])
+        .arg(&fixture)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("input.yaml (document 2): DeviceClass broken.example.com"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("invalid CEL expression").count(),
+        1,
+        "{stderr}"
+    );
+}

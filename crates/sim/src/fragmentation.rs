@@ -154,7 +154,7 @@ pub fn run_fragmentation(
     let mut scheduler =
         Scheduler::new(&cluster, engine_options).map_err(|source| SimError::Config {
             policy: policy.name.clone(),
-            source,
+            error: source,
         })?;
     let max_step = (options.share.max(0.0) * 100.0).floor() as u32;
     let pct = |m: i64| {

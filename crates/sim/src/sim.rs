@@ -191,12 +191,10 @@ pub struct Simulation<'t> {
 /// Why a simulation cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    #[error("policy {policy}: {source}")]
-    Config {
-        policy: String,
-        #[source]
-        source: SetupError,
-    },
+    /// The setup error's text is part of this one's (not a separate cause), so a caller that
+    /// prints the chain of causes prints it once.
+    #[error("policy {policy}: {error}")]
+    Config { policy: String, error: SetupError },
     /// The run would exceed one of [`crate::trace::limits`].
     #[error("{0}")]
     Limit(String),
@@ -220,7 +218,7 @@ impl<'t> Simulation<'t> {
         let scheduler =
             Scheduler::new(&trace.cluster, engine_options).map_err(|source| SimError::Config {
                 policy: policy.name.clone(),
-                source,
+                error: source,
             })?;
         let cluster = &trace.cluster;
         let mut pod_job = vec![u32::MAX; cluster.pods.len()];

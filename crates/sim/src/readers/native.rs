@@ -210,6 +210,24 @@ pub fn read_manifests(sources: &[PathBuf]) -> Result<Trace, TraceError> {
             .collect::<Vec<_>>(),
     )
     .map_err(|e| TraceError::new(names.join(", "), 0, e.to_string()))?;
+    // The objects the engine checks when it starts (CEL selectors, DRA objects) are checked
+    // here too, so an error names the file and document as `lockstep schedule` does rather
+    // than surfacing later without a place.
+    if let Err(e) = lockstep_engine::Scheduler::new(&loaded.cluster, Default::default()) {
+        use lockstep_dra::DraError;
+        let text = e.to_string();
+        let origin = match &e {
+            lockstep_engine::SetupError::Dra(
+                DraError::InvalidSelector { object, .. } | DraError::Invalid { object, .. },
+            ) => loaded.origins.get(object).cloned(),
+            _ => None,
+        };
+        return Err(TraceError::new(
+            origin.unwrap_or_else(|| names.join(", ")),
+            0,
+            text,
+        ));
+    }
     let mut timings = BTreeMap::new();
     for f in files(sources)? {
         scan(&f, &mut timings)?;
