@@ -77,6 +77,7 @@ pub fn parse_openb(
         if name.is_empty() {
             return Err(nodes.error(row, "sn: empty node name"));
         }
+        let name = nodes.object_name(row, c_sn)?;
         if !seen.insert(name.to_string()) {
             return Err(nodes.error(row, format!("sn: node {name:?} appears twice")));
         }
@@ -109,6 +110,9 @@ pub fn parse_openb(
             ));
         }
         let model = c_model.map(|c| &row.fields[c]).filter(|m| !m.is_empty());
+        if let (Some(m), Some(c)) = (model, c_model) {
+            nodes.label_value(row, c, m)?;
+        }
         node_rows.push((name, cpu, memory, gpus, model));
     }
     // Built only once every row is checked: GPUs become device objects.
@@ -138,6 +142,7 @@ pub fn parse_openb(
         if name.is_empty() {
             return Err(pods.error(row, "name: empty pod name"));
         }
+        let name = pods.object_name(row, c_name)?;
         if !names.insert(name.to_string()) {
             return Err(pods.error(row, format!("name: pod {name:?} appears twice")));
         }
@@ -217,6 +222,9 @@ pub fn parse_openb(
         if num_gpu > 0
             && let Some(spec) = c_spec.map(|c| &row.fields[c]).filter(|s| !s.is_empty())
         {
+            for model in spec.split('|') {
+                pods.label_value(row, c_spec.unwrap_or(0), model)?;
+            }
             shape.gpu_models = spec.split('|').map(str::to_string).collect();
         }
         jobs.push(JobSpec {
@@ -472,6 +480,14 @@ c,1000,1024,1,300,,LS,Running,25,35,25
             (
                 "p1,1000,1024,2,500,,LS,Running,0,10,0\n",
                 "pods.csv:3: num_gpu 2 with gpu_milli 500; only single-GPU pods can share a GPU",
+            ),
+            (
+                "p1,1000,1024,1,1000,V100' == 'x,LS,Running,0,10,0\n",
+                "pods.csv:3: gpu_spec: \"V100' == 'x\" is not a valid GPU model: use letters, digits, '-', '_' and '.', starting and ending with a letter or digit, at most 63 characters",
+            ),
+            (
+                "p\u{1b}[31m1,1000,1024,1,1000,,LS,Running,0,10,0\n",
+                "pods.csv:3: name: \"p\\u{1b}[31m1\" is not a valid name: use lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters",
             ),
             (
                 "p1,1000,1024,1\n",

@@ -169,6 +169,54 @@ impl Table {
         Ok(v as u64)
     }
 
+    /// A field that names an object (a node, a pod): a DNS-1123 subdomain, as the API server
+    /// requires, so no control character or slash reaches a name.
+    pub fn object_name<'r>(&self, row: &'r Row, col: usize) -> Result<&'r str, TraceError> {
+        let raw = &row.fields[col];
+        let ok = raw.len() <= 253
+            && raw.split('.').all(|label| {
+                let b = label.as_bytes();
+                b.first().is_some_and(u8::is_ascii_alphanumeric)
+                    && b.last().is_some_and(u8::is_ascii_alphanumeric)
+                    && b.iter()
+                        .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+            });
+        if ok {
+            return Ok(raw);
+        }
+        Err(self.error(
+            row,
+            format!(
+                "{}: {raw:?} is not a valid name: use lower-case letters, digits, '-' and '.', \
+                 starting and ending with a letter or digit, at most 253 characters",
+                self.headers[col]
+            ),
+        ))
+    }
+
+    /// Checks `value`, taken from the field, as a label value (at most 63 letters, digits,
+    /// '-', '_' and '.', starting and ending with a letter or digit): GPU models become node
+    /// labels, device attributes and strings inside CEL selectors.
+    pub fn label_value(&self, row: &Row, col: usize, value: &str) -> Result<(), TraceError> {
+        let b = value.as_bytes();
+        let ok = b.len() <= 63
+            && b.first().is_some_and(u8::is_ascii_alphanumeric)
+            && b.last().is_some_and(u8::is_ascii_alphanumeric)
+            && b.iter()
+                .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'));
+        if ok {
+            return Ok(());
+        }
+        Err(self.error(
+            row,
+            format!(
+                "{}: {value:?} is not a valid GPU model: use letters, digits, '-', '_' and '.', \
+                 starting and ending with a letter or digit, at most 63 characters",
+                self.headers[col]
+            ),
+        ))
+    }
+
     /// A field as a non-negative number (fractions allowed).
     pub fn number(&self, row: &Row, col: usize, what: &str) -> Result<f64, TraceError> {
         let raw = &row.fields[col];

@@ -161,7 +161,7 @@ pub fn parse_tiresias(file: &str, text: &str, spec: &ClusterSpec) -> Result<Trac
     let mut pods_total: i64 = 0;
     let mut names = std::collections::BTreeSet::new();
     for row in &table.rows {
-        let id = &row.fields[c_id];
+        let id = table.object_name(row, c_id)?;
         if !names.insert(id.to_string()) {
             return Err(table.error(row, format!("job_id {id:?} appears twice")));
         }
