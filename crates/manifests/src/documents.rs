@@ -244,6 +244,15 @@ fn prescan_yaml_within(
                 Quote::None => match c {
                     b' ' | b'\t' => {}
                     b'#' if i == 0 || matches!(bytes[i - 1], b' ' | b'\t') => break,
+                    // An anchor or a tag comes before the value it names: skip it and
+                    // keep looking for the value.
+                    b'&' | b'!' if value_start => {
+                        while i + 1 < bytes.len()
+                            && !matches!(bytes[i + 1], b' ' | b'\t' | b',' | b'[' | b'{')
+                        {
+                            i += 1;
+                        }
+                    }
                     b'"' | b'\'' if value_start => {
                         quote = if c == b'"' {
                             Quote::Double
@@ -537,12 +546,13 @@ mod tests {
         let maps = format!("a: {}1{}\n", "{a: ".repeat(50_000), "}".repeat(50_000));
         let json_like = format!("a: {}1{}\n", "{\"a\":".repeat(50_000), "}".repeat(50_000));
         let dashes = format!("{}x\n", "- ".repeat(50_000));
+        let anchored = format!("a: {}1\n", "&x [!!seq [".repeat(200));
         let mut block = String::new();
         for i in 0..150 {
             block.push_str(&" ".repeat(i));
             block.push_str("k:\n");
         }
-        for text in [&flow, &maps, &json_like, &dashes, &block] {
+        for text in [&flow, &maps, &json_like, &dashes, &block, &anchored] {
             let e = limit_error(text);
             assert!(
                 e.starts_with("f.yaml (document 1): nested more than 100 levels deep at line"),
