@@ -93,6 +93,9 @@ pub const MAX_DOCUMENTS: usize = 1_000_000;
 struct Prescan {
     /// 1-based line where each document starts (by serde_norway's document numbering).
     starts: Vec<usize>,
+    /// The deepest nesting counted in any document.
+    #[cfg_attr(not(test), allow(dead_code))]
+    deepest: usize,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -121,11 +124,16 @@ fn prescan_yaml_within(
         ),
     };
     let mut starts = vec![1];
+    let mut deepest = 0;
     // Per document.
     let mut has_content = false;
     let mut has_marker = false;
     let mut doc_bytes = 0usize;
-    let mut indents: Vec<usize> = Vec::new();
+    // Block levels: the indentation of each, and whether it is a sequence written at its
+    // parent key's own indentation (`key:` then `- item` below it, not indented).
+    let mut indents: Vec<(usize, bool)> = Vec::new();
+    // Whether the last line ended with a key whose value follows on the next lines.
+    let mut key_open = false;
     let mut flow = 0usize;
     let mut quote = Quote::None;
     // A block scalar's lines are those indented more than this.
@@ -158,6 +166,7 @@ fn prescan_yaml_within(
                 has_content = false;
                 doc_bytes = 0;
                 indents.clear();
+                key_open = false;
                 block_scalar = None;
             }
             has_marker = start;
@@ -190,29 +199,38 @@ fn prescan_yaml_within(
         }
         let bytes = line.as_bytes();
         let mut i = if marker { 3 } else { indent };
+        // The column of the last `-`, `?` or `:` that opens an entry on this line.
+        let mut indicator = None;
         // Block structure, for lines that start outside quotes and flow collections.
         if quote == Quote::None && flow == 0 && !marker {
             if rest.is_empty() || rest.starts_with('#') || rest.starts_with('%') {
                 continue;
             }
             has_content = true;
-            while indents.last().is_some_and(|&top| top > indent) {
+            let entry = bytes[indent] == b'-' && bytes.get(indent + 1).is_none_or(|&c| c == b' ');
+            while indents.last().is_some_and(|&(top, _)| top > indent) {
                 indents.pop();
             }
-            if indents.last().is_none_or(|&top| top < indent) {
-                indents.push(indent);
+            if indents.last() == Some(&(indent, true)) && !entry {
+                indents.pop();
             }
-            // `- ` and `? ` entries open a level each.
+            if key_open && entry && indents.last().is_some_and(|&(top, _)| top == indent) {
+                indents.push((indent, true));
+            } else if indents.last().is_none_or(|&(top, _)| top < indent) {
+                indents.push((indent, false));
+            }
+            // `- ` and `? ` entries (and `: ` values of `? ` keys) open a level each.
             while i < bytes.len()
-                && (bytes[i] == b'-' || bytes[i] == b'?')
+                && matches!(bytes[i], b'-' | b'?' | b':')
                 && bytes.get(i + 1).is_none_or(|&c| c == b' ')
             {
+                indicator = Some(i);
                 i += 1;
                 while i < bytes.len() && bytes[i] == b' ' {
                     i += 1;
                 }
-                if indents.last().is_none_or(|&top| top < i) && i < bytes.len() {
-                    indents.push(i);
+                if indents.last().is_none_or(|&(top, _)| top < i) && i < bytes.len() {
+                    indents.push((i, false));
                 }
             }
         } else if !rest.trim().is_empty() {
@@ -220,6 +238,8 @@ fn prescan_yaml_within(
         }
         // The rest of the line: flow brackets, quotes, comments, block scalar headers.
         let key_column = i;
+        let block_line = quote == Quote::None && flow == 0 && !marker;
+        let mut last_colon = false;
         let mut value_start = true;
         let mut plain = false;
         while i < bytes.len() {
@@ -254,6 +274,7 @@ fn prescan_yaml_within(
                         }
                     }
                     b'"' | b'\'' if value_start => {
+                        last_colon = false;
                         quote = if c == b'"' {
                             Quote::Double
                         } else {
@@ -262,7 +283,9 @@ fn prescan_yaml_within(
                         value_start = false;
                     }
                     b'[' | b'{' if value_start || (flow > 0 && !plain) => {
+                        last_colon = false;
                         flow += 1;
+                        deepest = deepest.max(indents.len() + flow);
                         if indents.len() + flow > MAX_DEPTH {
                             return Err(too_deep(starts.len(), number));
                         }
@@ -280,20 +303,23 @@ fn prescan_yaml_within(
                     b':' if flow > 0
                         || bytes.get(i + 1).is_none_or(|&n| n == b' ' || n == b'\t') =>
                     {
+                        last_colon = flow == 0;
                         value_start = true;
                         plain = false;
                     }
                     b'|' | b'>' if value_start && flow == 0 => {
+                        last_colon = false;
                         let header = line[i + 1..].split('#').next().unwrap_or("");
                         if header
                             .trim()
                             .bytes()
                             .all(|h| h == b'-' || h == b'+' || h.is_ascii_digit())
                         {
-                            block_scalar = Some(if key_column > indent {
-                                key_column
-                            } else {
-                                indent
+                            // Its lines are indented more than the node holding it: the
+                            // entry when it follows `- `, `? ` or `: ` at once, else the key.
+                            block_scalar = Some(match indicator {
+                                Some(col) if i == key_column => col,
+                                _ => key_column,
                             });
                             break;
                         }
@@ -301,6 +327,7 @@ fn prescan_yaml_within(
                         plain = true;
                     }
                     _ => {
+                        last_colon = false;
                         value_start = false;
                         plain = true;
                     }
@@ -308,11 +335,15 @@ fn prescan_yaml_within(
             }
             i += 1;
         }
+        if block_line {
+            key_open = last_colon && flow == 0 && quote == Quote::None;
+        }
+        deepest = deepest.max(indents.len() + flow);
         if indents.len() + flow > MAX_DEPTH {
             return Err(too_deep(starts.len(), number));
         }
     }
-    Ok(Prescan { starts })
+    Ok(Prescan { starts, deepest })
 }
 
 fn parse_yaml(file: &str, text: &str) -> Result<Vec<Document>, LoadError> {
@@ -651,6 +682,69 @@ mod tests {
             "f.yaml (document 1): line 2, column 6: field a.b: the integer 18446744073709551616 \
              does not fit in 64 bits; write a smaller number, or quote it if it is text"
         );
+    }
+
+    /// Nesting depth of a value: a scalar is 0, a list or mapping one more than its deepest
+    /// item.
+    fn depth(v: &Json) -> usize {
+        match v {
+            Json::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+            Json::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    fn values() -> impl proptest::strategy::Strategy<Value = Json> {
+        use proptest::prelude::*;
+        // Strings full of YAML's special characters.
+        let text = "[a-z \\[\\]{}#:,&!|>'\"*?\\-\n\t\\\\]{0,12}";
+        let leaf = prop_oneof![
+            Just(Json::Null),
+            any::<bool>().prop_map(Json::from),
+            any::<i64>().prop_map(Json::from),
+            text.prop_map(Json::from),
+        ];
+        leaf.prop_recursive(40, 200, 4, move |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Json::Array),
+                proptest::collection::btree_map(text, inner, 0..4)
+                    .prop_map(|m| Json::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// The pre-scan never refuses what the YAML writer or a JSON writer produces at a
+        /// depth the parser accepts, and the document reads back unchanged; nested below
+        /// 101 levels of lists the same value is refused.
+        #[test]
+        fn prescan_accepts_written_documents_and_refuses_deep_ones(v in values()) {
+            proptest::prop_assume!(depth(&v) <= 60);
+            let block = serde_norway::to_string(&v).unwrap();
+            let flow = serde_json::to_string(&v).unwrap();
+            for text in [&block, &flow] {
+                let docs = parse_documents("f.yaml", text, false)
+                    .map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e}\n{text}")))?;
+                let back = docs.first().map_or(Json::Null, |d| d.value.clone());
+                proptest::prop_assert_eq!(&back, &v);
+                // The count follows the real depth closely: a scalar document counts its one
+                // indentation level, and no level is missed or counted twice.
+                let counted = prescan_yaml("f.yaml", text).unwrap().deepest;
+                let want = depth(&v).max(1);
+                proptest::prop_assert!(
+                    counted >= want && counted <= want + 1,
+                    "counted {} for depth {}:\n{}", counted, depth(&v), text
+                );
+            }
+            let mut deep = v.clone();
+            for _ in 0..101 {
+                deep = Json::Array(vec![deep]);
+            }
+            for text in [serde_norway::to_string(&deep).unwrap(), serde_json::to_string(&deep).unwrap()] {
+                let refused = matches!(prescan_yaml("f.yaml", &text), Err(LoadError::Limit { .. }));
+                proptest::prop_assert!(refused, "{}", text);
+            }
+        }
     }
 
     #[test]
