@@ -346,3 +346,27 @@ fn an_invalid_object_in_a_manifest_trace_is_located_and_reported_once() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_deeply_nested_config_is_refused_before_parsing() {
+    let config = format!(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles: {}{}\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let started = std::time::Instant::now();
+    let e = rejected(
+        "deep-config",
+        &[("config.yaml", &config)],
+        &["--config", "$DIR/config.yaml"],
+    );
+    assert!(
+        e.contains("config.yaml (document 1): nested more than 100 levels deep"),
+        "{e}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}

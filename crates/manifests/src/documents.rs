@@ -105,6 +105,10 @@ enum Quote {
     Double,
 }
 
+pub(crate) fn check_yaml_limits(file: &str, text: &str) -> Result<(), LoadError> {
+    prescan_yaml(file, text).map(|_| ())
+}
+
 fn prescan_yaml(file: &str, text: &str) -> Result<Prescan, LoadError> {
     prescan_yaml_within(file, text, MAX_DOCUMENT_BYTES, MAX_DOCUMENTS)
 }
