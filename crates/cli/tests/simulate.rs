@@ -370,3 +370,41 @@ fn a_deeply_nested_config_is_refused_before_parsing() {
         started.elapsed()
     );
 }
+
+/// A manifest trace is held to the same GPU limits as the trace files: a node of 10^18 GPUs
+/// used to overflow the milli-GPU accounting.
+#[test]
+fn manifest_traces_are_held_to_the_gpu_limits() {
+    let node = |gpus: &str| {
+        format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: gpu-node}}\n\
+             status: {{allocatable: {{cpu: \"8\", memory: 8Gi, pods: \"10\", nvidia.com/gpu: \"{gpus}\"}}}}\n---\n"
+        )
+    };
+    let pod = |gpus: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n  containers:\n  \
+             - {{name: c, resources: {{limits: {{nvidia.com/gpu: \"{gpus}\"}}}}}}\n"
+        )
+    };
+    let e = rejected(
+        "native-node-gpus",
+        &[("t.yaml", &(node("1000000000000000000") + &pod("1")))],
+        &["-f", "$DIR/t.yaml"],
+    );
+    assert!(
+        e.contains(
+            "t.yaml (document 1): Node gpu-node: nvidia.com/gpu 1000000000000000000: more than 128"
+        ),
+        "{e}"
+    );
+    let e = rejected(
+        "native-pod-gpus",
+        &[("t.yaml", &(node("8") + &pod("4294967297")))],
+        &["-f", "$DIR/t.yaml"],
+    );
+    assert!(
+        e.contains("t.yaml (document 2): Pod default/p: nvidia.com/gpu 4294967297: more than 128"),
+        "{e}"
+    );
+}

@@ -381,7 +381,7 @@ impl<'t> Simulation<'t> {
                     self.cycle();
                 } else if changed && self.cycle_scheduled.is_none() {
                     let interval = interval.max(1);
-                    let at = self.now.div_ceil(interval) * interval;
+                    let at = self.now.div_ceil(interval).saturating_mul(interval);
                     if at == self.now {
                         self.cycle();
                     } else {
@@ -647,7 +647,8 @@ impl<'t> Simulation<'t> {
             let n = NodeId(n as u32);
             let free = |r| snap.allocatable(n, r) - snap.requested(n, r);
             Shape {
-                gpus: 1000 * self.trace.node_gpus[n.index()] - self.node_gpu_milli[n.index()],
+                gpus: self.trace.node_gpus[n.index()].saturating_mul(1000)
+                    - self.node_gpu_milli[n.index()],
                 cpu: free(ResourceId::CPU),
                 memory: free(ResourceId::MEMORY),
             }

@@ -228,6 +228,7 @@ pub fn read_manifests(sources: &[PathBuf]) -> Result<Trace, TraceError> {
             text,
         ));
     }
+    check_limits(&loaded)?;
     let mut timings = BTreeMap::new();
     for f in files(sources)? {
         scan(&f, &mut timings)?;
@@ -239,6 +240,72 @@ pub fn read_manifests(sources: &[PathBuf]) -> Result<Trace, TraceError> {
     );
     trace.notes.extend(loaded.warnings);
     Ok(trace)
+}
+
+/// The trace limits that manifests can reach: nodes, pods, and whole GPUs (the
+/// `nvidia.com/gpu` extended resource) per node, per pod and in all.
+fn check_limits(loaded: &lockstep_manifests::Loaded) -> Result<(), TraceError> {
+    let cluster = &loaded.cluster;
+    let at = |object: String, message: String| {
+        let file = loaded
+            .origins
+            .get(&object)
+            .cloned()
+            .unwrap_or_else(|| "manifests".to_string());
+        TraceError::new(file, 0, format!("{object}: {message}"))
+    };
+    let see = "(see \"Limits\" in README.md)";
+    if let Some(n) = cluster.nodes.get(limits::NODES) {
+        return Err(at(
+            format!("Node {}", n.name),
+            format!(
+                "more than {} nodes, the most a cluster may have {see}",
+                limits::NODES
+            ),
+        ));
+    }
+    if let Some(p) = cluster.pods.get(limits::PODS) {
+        return Err(at(
+            format!("Pod {}", p.key()),
+            format!(
+                "more than {} pods, the most lockstep simulates {see}",
+                limits::PODS
+            ),
+        ));
+    }
+    let Some(gpu) = cluster.resources.get(GPU) else {
+        return Ok(());
+    };
+    let mut total = 0i64;
+    for n in &cluster.nodes {
+        let gpus = n.allocatable.get(gpu);
+        total = total.saturating_add(gpus);
+        if gpus > limits::GPUS_PER_NODE || total > limits::GPUS {
+            return Err(at(
+                format!("Node {}", n.name),
+                format!(
+                    "{GPU} {gpus}: more than {} GPUs on a node, or more than {} in the cluster, \
+                     the most lockstep simulates {see}",
+                    limits::GPUS_PER_NODE,
+                    limits::GPUS
+                ),
+            ));
+        }
+    }
+    for p in &cluster.pods {
+        let gpus = p.requests.get(gpu);
+        if gpus > limits::GPUS_PER_NODE {
+            return Err(at(
+                format!("Pod {}", p.key()),
+                format!(
+                    "{GPU} {gpus}: more than {}, the most GPUs a node may have, so the most one \
+                     pod may ask for {see}",
+                    limits::GPUS_PER_NODE
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn build(
