@@ -19,10 +19,28 @@ pub struct Table {
     pub rows: Vec<Row>,
 }
 
-/// Reads a file into a string, naming it in the error.
+/// Reads a file into a string, naming it in the error; text that is not UTF-8 is an error at
+/// the line of the first byte that is not, with its offset.
 pub fn read_file(path: &Path) -> Result<String, TraceError> {
-    std::fs::read_to_string(path)
-        .map_err(|e| TraceError::new(path.display().to_string(), 0, format!("cannot read: {e}")))
+    let file = path.display().to_string();
+    let bytes =
+        std::fs::read(path).map_err(|e| TraceError::new(&file, 0, format!("cannot read: {e}")))?;
+    String::from_utf8(bytes).map_err(|e| {
+        let offset = e.utf8_error().valid_up_to();
+        let before = &e.as_bytes()[..offset];
+        let line = before.iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+        let column = offset
+            - before
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |i| i + 1)
+            + 1;
+        TraceError::new(
+            &file,
+            line,
+            format!("byte {offset} (column {column}) is not valid UTF-8; save the file as UTF-8"),
+        )
+    })
 }
 
 impl Table {
@@ -292,6 +310,22 @@ mod tests {
         // Years past 9999 would overflow the day count; negative times of day are no times.
         assert_eq!(parse_timestamp("99999999999999999-01-01"), None);
         assert_eq!(parse_timestamp("2017-10-09 -1:00"), None);
+    }
+
+    #[test]
+    fn text_that_is_not_utf8_is_located() {
+        let dir = std::env::temp_dir().join(format!("lockstep-table-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.csv");
+        std::fs::write(&path, b"a,b\n1,K\xf6ln\n").unwrap();
+        let err = read_file(&path).expect_err("not UTF-8");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(err.line, 2);
+        assert!(
+            err.message
+                .starts_with("byte 7 (column 4) is not valid UTF-8"),
+            "{err}"
+        );
     }
 
     #[test]
