@@ -86,10 +86,14 @@ pub const MAX_DOCUMENTS: usize = 1_000_000;
 /// that grows faster than the text on such input), larger than [`MAX_DOCUMENT_BYTES`], or on
 /// more than [`MAX_DOCUMENTS`] documents.
 ///
-/// Nesting is counted from block indentation (each deeper indentation, and each `- ` or `? `
-/// that opens an entry, is a level) plus open flow brackets (`[` and `{` that start a value,
-/// and every bracket inside one), skipping comments, quoted strings and block scalars. It may
-/// count a little more than the parser would, never less by more than a level per line.
+/// Nesting is counted from block indentation (each deeper indentation, each `- `, `? ` or
+/// `: ` that opens an entry, and a sequence written under its key at the key's indentation,
+/// is a level) plus open flow brackets (`[` and `{` that start a value, and every bracket
+/// inside one), skipping comments, quoted strings, anchors, tags and block scalars. On
+/// anything the YAML writer or a JSON writer produces the count is the real depth or one
+/// more (a property test checks it); odd hand-written layouts may be counted a little off,
+/// which moves the limit by a few levels, never by the orders of magnitude that make the
+/// parser slow.
 struct Prescan {
     /// 1-based line where each document starts (by serde_norway's document numbering).
     starts: Vec<usize>,
