@@ -106,7 +106,7 @@ pub fn parse_philly(file: &str, text: &str, options: &PhillyOptions) -> Result<T
             "a whole number of GPUs",
             limits::JOB_PODS * per_node,
             &format!(
-                "the most GPUs one job may ask for ({} pods of {per_node} GPUs)",
+                "the most GPUs one job may ask for, {} pods of {per_node} GPUs",
                 limits::JOB_PODS
             ),
         )?;

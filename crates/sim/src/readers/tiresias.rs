@@ -171,7 +171,7 @@ pub fn parse_tiresias(file: &str, text: &str, spec: &ClusterSpec) -> Result<Trac
             "a whole number of GPUs",
             limits::JOB_PODS * per_node,
             &format!(
-                "the most GPUs one job may ask for ({} pods of {per_node} GPUs)",
+                "the most GPUs one job may ask for, {} pods of {per_node} GPUs",
                 limits::JOB_PODS
             ),
         )?;
