@@ -264,14 +264,14 @@ fn cpu_memory(
         c_cpu,
         "a whole number of milli-CPU",
         limits::CPU_MILLI,
-        &format!("the most milli-CPU a {what} may have (a million CPUs)"),
+        &format!("the most milli-CPU a {what} may have, a million CPUs"),
     )?;
     let memory = table.bounded(
         row,
         c_mem,
         "a whole number of MiB",
         limits::MEMORY >> 20,
-        &format!("the most MiB of memory a {what} may have (64 TiB)"),
+        &format!("the most MiB of memory a {what} may have, 64 TiB"),
     )?;
     Ok((cpu, mib(memory)))
 }

@@ -182,7 +182,7 @@ impl Table {
             col,
             "a whole number of seconds",
             limits::SECONDS as i64,
-            "the longest time a trace may span (100 years)",
+            "the longest time a trace may span, 100 years",
         )?;
         Ok(v as u64)
     }

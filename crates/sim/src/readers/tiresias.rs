@@ -92,7 +92,7 @@ pub fn parse_cluster_spec(file: &str, text: &str) -> Result<ClusterSpec, TraceEr
         cols[4],
         "a whole number",
         limits::MEMORY >> 30,
-        "the most GiB of memory a node may have (64 TiB)",
+        "the most GiB of memory a node may have, 64 TiB",
     )?;
     if switches == 0 || per_switch == 0 || gpus == 0 {
         return Err(table.error(
