@@ -111,6 +111,8 @@ struct ScheduleArgs {
 fn load_config(path: &PathBuf) -> Result<lockstep_engine::Profile> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read --config {}", path.display()))?;
+    lockstep_manifests::check_yaml_limits(&format!("--config {}", path.display()), &text)
+        .map_err(|e| anyhow!("{e}"))?;
     let cfg: KubeSchedulerConfiguration = serde_norway::from_str(&text).map_err(|e| {
         anyhow!(
             "--config {}: not a valid KubeSchedulerConfiguration: {e}",

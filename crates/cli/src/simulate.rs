@@ -12,6 +12,7 @@ use lockstep_sim::policy::{DEFAULT_COMPARE, GangPreemption, Policy, gpu_aware};
 use lockstep_sim::progress::Progress;
 use lockstep_sim::readers::table::read_file;
 use lockstep_sim::readers::{native, openb, parse_timestamp, philly, tiresias};
+use lockstep_sim::trace::limits;
 use lockstep_sim::{DefaultScenario, SimOptions, Trace, report};
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -178,10 +179,29 @@ fn time_flag(name: &str, value: &Option<String>) -> Result<Option<i64>> {
 
 fn load_trace(args: &SimulateArgs) -> Result<(Trace, Option<u64>)> {
     if let Some(p) = &args.philly {
+        if args.gpu_nodes > limits::NODES {
+            bail!(
+                "--gpu-nodes {}: more than {}, the most nodes a cluster may have; give a smaller \
+                 cluster (see \"Limits\" in README.md)",
+                args.gpu_nodes,
+                limits::NODES
+            );
+        }
+        let from = time_flag("from", &args.from)?;
+        let until = time_flag("to", &args.to)?;
+        if let (Some(f), Some(u)) = (from, until)
+            && f >= u
+        {
+            bail!(
+                "--from {:?} is not before --to {:?}: no job could be selected; give a --to later than --from",
+                args.from.as_deref().unwrap_or_default(),
+                args.to.as_deref().unwrap_or_default()
+            );
+        }
         let options = philly::PhillyOptions {
             gpu_nodes: args.gpu_nodes,
-            from: time_flag("from", &args.from)?,
-            until: time_flag("to", &args.to)?,
+            from,
+            until,
             virtual_cluster: args.virtual_cluster.clone(),
             max_jobs: args.max_jobs,
             ..philly::PhillyOptions::default()
@@ -243,6 +263,14 @@ fn load_trace(args: &SimulateArgs) -> Result<(Trace, Option<u64>)> {
             args.load
         );
     }
+    if args.jobs > limits::GENERATED_JOBS {
+        bail!(
+            "--jobs {}: more than {}, the most jobs the embedded scenario generates \
+             (see \"Limits\" in README.md)",
+            args.jobs,
+            limits::GENERATED_JOBS
+        );
+    }
     let scenario = DefaultScenario {
         seed: args.seed,
         jobs: args.jobs,
@@ -258,6 +286,8 @@ fn base_profile(args: &SimulateArgs) -> Result<Profile> {
     };
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read --config {}", path.display()))?;
+    lockstep_manifests::check_yaml_limits(&format!("--config {}", path.display()), &text)
+        .map_err(|e| anyhow!("{e}"))?;
     let cfg: KubeSchedulerConfiguration = serde_norway::from_str(&text).map_err(|e| {
         anyhow!(
             "--config {}: not a valid KubeSchedulerConfiguration: {e}",
@@ -308,8 +338,34 @@ fn policies(args: &SimulateArgs) -> Result<Vec<Policy>> {
     Ok(out)
 }
 
+/// Checks that the report can be written to `dir` before a long run, not after: the
+/// directory is created (and removed again when it did not exist) and a file is written in it.
+fn check_report_dir(dir: &std::path::Path) -> Result<()> {
+    let created = dir
+        .ancestors()
+        .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+        .last()
+        .map(std::path::Path::to_path_buf);
+    let probe = dir.join(".lockstep-write-check");
+    let result = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&probe, b""))
+        .and_then(|()| std::fs::remove_file(&probe));
+    if let Some(top) = &created {
+        let _ = std::fs::remove_dir_all(top);
+    }
+    result.map_err(|e| {
+        anyhow!(
+            "cannot write the report to {}: {e}; give a writable directory with --out, or --no-report",
+            dir.display()
+        )
+    })
+}
+
 pub fn simulate(args: &SimulateArgs) -> Result<String> {
     let policies = policies(args)?;
+    if !args.no_report {
+        check_report_dir(&args.out)?;
+    }
     let (trace, seed) = load_trace(args)?;
     let options = SimOptions {
         interval: args.interval.filter(|&i| i > 0),

@@ -4,7 +4,7 @@
 //! Order (the documented tie-break of the allocator): pools by (driver, pool name), slices of a
 //! pool by name, devices in slice order. A device's [`DeviceId`] is its position in that order.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use lockstep_model::dra::{
@@ -289,6 +289,41 @@ impl Catalog {
                 }
             }
 
+            // As upstream, a complete pool whose devices consume a counter set, or a counter,
+            // that no slice of the pool defines is invalid.
+            if unusable.is_none() {
+                let sets: HashSet<&str> = slices
+                    .iter()
+                    .flat_map(|s| &s.shared_counters)
+                    .map(|set| set.name.as_str())
+                    .collect();
+                'check: for s in &slices {
+                    for d in &s.devices {
+                        for c in &d.consumes_counters {
+                            let set = c.counter_set.as_str();
+                            let missing = if !sets.contains(set) {
+                                Some(format!("counter set {set} not found"))
+                            } else {
+                                c.counters
+                                    .keys()
+                                    .find(|cname| !counters.contains_key(&(set, cname.as_str())))
+                                    .map(|cname| {
+                                        format!("counter {cname} not found in counter set {set}")
+                                    })
+                            };
+                            if let Some(why) = missing {
+                                unusable = Some(format!(
+                                    "resource pool {driver}/{pool_name} is invalid: {why} \
+                                     (device {} of ResourceSlice {})",
+                                    d.name, s.name
+                                ));
+                                break 'check;
+                            }
+                        }
+                    }
+                }
+            }
+
             cat.pools.push(PoolInfo {
                 driver: driver.to_string(),
                 name: pool_name.to_string(),
@@ -426,7 +461,7 @@ impl Catalog {
                                     format!("counter value {amount} is negative"),
                                 ));
                             }
-                            // As upstream: a counter the pool does not define is not checked.
+                            // Missing sets and counters made the pool invalid above.
                             if let Some(&id) =
                                 counters.get(&(c.counter_set.as_str(), cname.as_str()))
                             {

@@ -147,3 +147,25 @@ fn counters_are_checked_within_one_pod_too() {
             .is_err()
     );
 }
+
+/// As the upstream allocator: a device that consumes a counter set (or a counter) no slice of
+/// its pool defines makes the pool invalid, so none of its devices is allocated.
+#[test]
+fn consuming_an_undefined_counter_set_or_counter_makes_the_pool_invalid() {
+    for split in [false, true] {
+        for (set, counter) in [("gpu-9", "memory"), ("gpu-0", "watts")] {
+            let mut w = world(split);
+            let s = w.slices.iter_mut().find(|s| !s.devices.is_empty()).unwrap();
+            s.devices[3].consumes_counters = vec![DeviceCounterConsumption {
+                counter_set: set.into(),
+                counters: [(counter.to_string(), 1)].into(),
+            }];
+            let st = w.state();
+            let n = node_id(&w, "node-a");
+            assert!(
+                st.try_allocate(n, &[template_ref(&st, "whole")]).is_err(),
+                "split={split} set={set} counter={counter}"
+            );
+        }
+    }
+}

@@ -489,6 +489,19 @@ impl KubeSchedulerConfiguration {
         for (i, pc) in spec.plugin_config.iter().enumerate() {
             let field = format!("profiles[0].pluginConfig[{i}]");
             check_name(&pc.name, &field)?;
+            if let Some(first) = spec.plugin_config[..i]
+                .iter()
+                .position(|q| q.name == pc.name)
+            {
+                return Err(ConfigError::Invalid {
+                    field: format!("{field}.name"),
+                    problem: format!(
+                        "{:?} is configured twice (also in profiles[0].pluginConfig[{first}]); \
+                         merge the two entries into one",
+                        pc.name
+                    ),
+                });
+            }
             match pc.name.as_str() {
                 "NodeResourcesFit" => {
                     if let Some(s) = &pc.args.scoring_strategy {

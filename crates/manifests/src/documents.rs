@@ -47,6 +47,12 @@ fn parse_json(file: &str, text: &str) -> Result<Vec<Document>, LoadError> {
     let stream = serde_json::Deserializer::from_str(text).into_iter::<Json>();
     for (i, value) in stream.enumerate() {
         let number = document_number(i);
+        if i >= MAX_DOCUMENTS {
+            return Err(LoadError::Limit {
+                origin: origin(file, number),
+                message: format!("more than {MAX_DOCUMENTS} documents in one file; split the file"),
+            });
+        }
         let value = value.map_err(|e| LoadError::Syntax {
             origin: origin(file, number),
             format: "JSON",
@@ -68,31 +74,292 @@ fn strip_json_location(e: &serde_json::Error) -> String {
     text.strip_suffix(&suffix).unwrap_or(&text).to_string()
 }
 
+/// Nesting levels (mappings and lists inside each other) a document may have.
+pub const MAX_DEPTH: usize = 100;
+/// Bytes in one document.
+pub const MAX_DOCUMENT_BYTES: usize = 64 << 20;
+/// Documents in one file.
+pub const MAX_DOCUMENTS: usize = 1_000_000;
+
+/// What a cheap pass over a YAML text finds before the parser sees it: where each document
+/// starts. It fails on a document nested deeper than [`MAX_DEPTH`] (the parser takes time
+/// that grows faster than the text on such input), larger than [`MAX_DOCUMENT_BYTES`], or on
+/// more than [`MAX_DOCUMENTS`] documents.
+///
+/// Nesting is counted from block indentation (each deeper indentation, each `- `, `? ` or
+/// `: ` that opens an entry, and a sequence written under its key at the key's indentation,
+/// is a level) plus open flow brackets (`[` and `{` that start a value, and every bracket
+/// inside one), skipping comments, quoted strings, anchors, tags and block scalars. On
+/// anything the YAML writer or a JSON writer produces the count is the real depth or one
+/// more (a property test checks it); odd hand-written layouts may be counted a little off,
+/// which moves the limit by a few levels, never by the orders of magnitude that make the
+/// parser slow.
+struct Prescan {
+    /// 1-based line where each document starts (by serde_norway's document numbering).
+    starts: Vec<usize>,
+    /// The deepest nesting counted in any document.
+    #[cfg_attr(not(test), allow(dead_code))]
+    deepest: usize,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Quote {
+    None,
+    Single,
+    Double,
+}
+
+pub(crate) fn check_yaml_limits(file: &str, text: &str) -> Result<(), LoadError> {
+    prescan_yaml(file, text).map(|_| ())
+}
+
+fn prescan_yaml(file: &str, text: &str) -> Result<Prescan, LoadError> {
+    prescan_yaml_within(file, text, MAX_DOCUMENT_BYTES, MAX_DOCUMENTS)
+}
+
+fn prescan_yaml_within(
+    file: &str,
+    text: &str,
+    max_bytes: usize,
+    max_documents: usize,
+) -> Result<Prescan, LoadError> {
+    let too_deep = |document: usize, line: usize| LoadError::Limit {
+        origin: origin(file, document_number(document - 1)),
+        message: format!(
+            "nested more than {MAX_DEPTH} levels deep at line {line}; \
+             lockstep reads at most {MAX_DEPTH} levels of mappings and lists inside each other \
+             and Kubernetes objects are far shallower: check that this is the file you meant"
+        ),
+    };
+    let mut starts = vec![1];
+    let mut deepest = 0;
+    // Per document.
+    let mut has_content = false;
+    let mut has_marker = false;
+    let mut doc_bytes = 0usize;
+    // Block levels: the indentation of each, and whether it is a sequence written at its
+    // parent key's own indentation (`key:` then `- item` below it, not indented).
+    let mut indents: Vec<(usize, bool)> = Vec::new();
+    // Whether the last line ended with a key whose value follows on the next lines.
+    let mut key_open = false;
+    let mut flow = 0usize;
+    let mut quote = Quote::None;
+    // A block scalar's lines are those indented more than this.
+    let mut block_scalar: Option<usize> = None;
+    for (index, raw) in text.split('\n').enumerate() {
+        let number = index + 1;
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        let marker = quote == Quote::None
+            && flow == 0
+            && (line.starts_with("---") || line.starts_with("..."))
+            && line[3..]
+                .chars()
+                .next()
+                .is_none_or(|c| c == ' ' || c == '\t');
+        if marker {
+            let start = line.starts_with("---");
+            if has_content || has_marker || !start {
+                if has_content || has_marker {
+                    starts.push(number);
+                    if starts.len() > max_documents {
+                        return Err(LoadError::Limit {
+                            origin: origin(file, document_number(starts.len() - 1)),
+                            message: format!(
+                                "more than {max_documents} documents in one file; \
+                                 split the file"
+                            ),
+                        });
+                    }
+                }
+                has_content = false;
+                doc_bytes = 0;
+                indents.clear();
+                key_open = false;
+                block_scalar = None;
+            }
+            has_marker = start;
+            if !start {
+                continue;
+            }
+        }
+        doc_bytes += raw.len() + 1;
+        if doc_bytes > max_bytes {
+            return Err(LoadError::Limit {
+                origin: origin(file, document_number(starts.len() - 1)),
+                message: format!(
+                    "the document is larger than {} at line {number}; \
+                     split it into several documents",
+                    if max_bytes.is_multiple_of(1 << 20) {
+                        format!("{} MiB", max_bytes >> 20)
+                    } else {
+                        format!("{max_bytes} bytes")
+                    }
+                ),
+            });
+        }
+        let indent = line.len() - line.trim_start_matches(' ').len();
+        let rest = &line[indent..];
+        if let Some(parent) = block_scalar {
+            if rest.trim().is_empty() || indent > parent {
+                continue;
+            }
+            block_scalar = None;
+        }
+        let bytes = line.as_bytes();
+        let mut i = if marker { 3 } else { indent };
+        // The column of the last `-`, `?` or `:` that opens an entry on this line.
+        let mut indicator = None;
+        // Block structure, for lines that start outside quotes and flow collections.
+        if quote == Quote::None && flow == 0 && !marker {
+            if rest.is_empty() || rest.starts_with('#') || rest.starts_with('%') {
+                continue;
+            }
+            has_content = true;
+            let entry = bytes[indent] == b'-' && bytes.get(indent + 1).is_none_or(|&c| c == b' ');
+            while indents.last().is_some_and(|&(top, _)| top > indent) {
+                indents.pop();
+            }
+            if indents.last() == Some(&(indent, true)) && !entry {
+                indents.pop();
+            }
+            if key_open && entry && indents.last().is_some_and(|&(top, _)| top == indent) {
+                indents.push((indent, true));
+            } else if indents.last().is_none_or(|&(top, _)| top < indent) {
+                indents.push((indent, false));
+            }
+            // `- ` and `? ` entries (and `: ` values of `? ` keys) open a level each.
+            while i < bytes.len()
+                && matches!(bytes[i], b'-' | b'?' | b':')
+                && bytes.get(i + 1).is_none_or(|&c| c == b' ')
+            {
+                indicator = Some(i);
+                i += 1;
+                while i < bytes.len() && bytes[i] == b' ' {
+                    i += 1;
+                }
+                if indents.last().is_none_or(|&(top, _)| top < i) && i < bytes.len() {
+                    indents.push((i, false));
+                }
+            }
+        } else if !rest.trim().is_empty() {
+            has_content = true;
+        }
+        // The rest of the line: flow brackets, quotes, comments, block scalar headers.
+        let key_column = i;
+        let block_line = quote == Quote::None && flow == 0 && !marker;
+        let mut last_colon = false;
+        let mut value_start = true;
+        let mut plain = false;
+        while i < bytes.len() {
+            let c = bytes[i];
+            match quote {
+                Quote::Double => {
+                    if c == b'\\' {
+                        i += 1;
+                    } else if c == b'"' {
+                        quote = Quote::None;
+                    }
+                }
+                Quote::Single => {
+                    if c == b'\'' {
+                        if bytes.get(i + 1) == Some(&b'\'') {
+                            i += 1;
+                        } else {
+                            quote = Quote::None;
+                        }
+                    }
+                }
+                Quote::None => match c {
+                    b' ' | b'\t' => {}
+                    b'#' if i == 0 || matches!(bytes[i - 1], b' ' | b'\t') => break,
+                    // An anchor or a tag comes before the value it names: skip it and
+                    // keep looking for the value.
+                    b'&' | b'!' if value_start => {
+                        while i + 1 < bytes.len()
+                            && !matches!(bytes[i + 1], b' ' | b'\t' | b',' | b'[' | b'{')
+                        {
+                            i += 1;
+                        }
+                    }
+                    b'"' | b'\'' if value_start => {
+                        last_colon = false;
+                        quote = if c == b'"' {
+                            Quote::Double
+                        } else {
+                            Quote::Single
+                        };
+                        value_start = false;
+                    }
+                    b'[' | b'{' if value_start || (flow > 0 && !plain) => {
+                        last_colon = false;
+                        flow += 1;
+                        deepest = deepest.max(indents.len() + flow);
+                        if indents.len() + flow > MAX_DEPTH {
+                            return Err(too_deep(starts.len(), number));
+                        }
+                        value_start = true;
+                        plain = false;
+                    }
+                    b']' | b'}' if flow > 0 => {
+                        flow -= 1;
+                        plain = false;
+                    }
+                    b',' if flow > 0 => {
+                        value_start = true;
+                        plain = false;
+                    }
+                    b':' if flow > 0
+                        || bytes.get(i + 1).is_none_or(|&n| n == b' ' || n == b'\t') =>
+                    {
+                        last_colon = flow == 0;
+                        value_start = true;
+                        plain = false;
+                    }
+                    b'|' | b'>' if value_start && flow == 0 => {
+                        last_colon = false;
+                        let header = line[i + 1..].split('#').next().unwrap_or("");
+                        if header
+                            .trim()
+                            .bytes()
+                            .all(|h| h == b'-' || h == b'+' || h.is_ascii_digit())
+                        {
+                            // Its lines are indented more than the node holding it: the
+                            // entry when it follows `- `, `? ` or `: ` at once, else the key.
+                            block_scalar = Some(match indicator {
+                                Some(col) if i == key_column => col,
+                                _ => key_column,
+                            });
+                            break;
+                        }
+                        value_start = false;
+                        plain = true;
+                    }
+                    _ => {
+                        last_colon = false;
+                        value_start = false;
+                        plain = true;
+                    }
+                },
+            }
+            i += 1;
+        }
+        if block_line {
+            key_open = last_colon && flow == 0 && quote == Quote::None;
+        }
+        deepest = deepest.max(indents.len() + flow);
+        if indents.len() + flow > MAX_DEPTH {
+            return Err(too_deep(starts.len(), number));
+        }
+    }
+    Ok(Prescan { starts, deepest })
+}
+
 fn parse_yaml(file: &str, text: &str) -> Result<Vec<Document>, LoadError> {
+    let prescan = prescan_yaml(file, text)?;
     let mut out = Vec::new();
     for (i, document) in serde_norway::Deserializer::from_str(text).enumerate() {
         let number = document_number(i);
-        let syntax = |e: serde_norway::Error| {
-            let (line, column) = e
-                .location()
-                .map(|l| (l.line(), l.column()))
-                .unwrap_or((0, 0));
-            let mark = format!(" at line {line} column {column}");
-            let mut message = e.to_string().replacen(&mark, "", 1);
-            if let Some(tab_line) = tab_indented_line(text, line) {
-                message.push_str(&format!(
-                    " (line {tab_line} is indented with a tab; YAML indentation must be spaces: \
-                     replace the tab with spaces)"
-                ));
-            }
-            LoadError::Syntax {
-                origin: origin(file, number),
-                format: "YAML",
-                line,
-                column,
-                message,
-            }
-        };
+        let syntax = |e: serde_norway::Error| yaml_error(file, number, text, &prescan, e);
         // Stop at the first error: the parser cannot recover from one.
         let mut value = Yaml::deserialize(document).map_err(syntax)?;
         value.apply_merge().map_err(syntax)?;
@@ -129,6 +396,71 @@ fn tab_indented_line(text: &str, line: usize) -> Option<usize> {
         })
         .map(|(i, _)| i + 1)
         .last()
+}
+
+/// A parser error as a [`LoadError`] that says where and what to do: errors without a place
+/// (aliases that expand too far) are placed at the document's first line, and an integer too
+/// large for 64 bits is a bad value, not bad syntax.
+fn yaml_error(
+    file: &str,
+    number: u32,
+    text_in: &str,
+    prescan: &Prescan,
+    e: serde_norway::Error,
+) -> LoadError {
+    let text = e.to_string();
+    let Some(location) = e.location() else {
+        let start = prescan
+            .starts
+            .get(number as usize - 1)
+            .copied()
+            .unwrap_or(1);
+        let message = if text.contains("repetition limit exceeded") {
+            format!(
+                "the document starting at line {start} uses aliases (*name) that expand to too \
+                 much data; write the values out or use fewer aliases"
+            )
+        } else {
+            format!("{text} in the document starting at line {start}; fix the document")
+        };
+        return LoadError::Invalid {
+            origin: origin(file, number),
+            message,
+        };
+    };
+    let (line, column) = (location.line(), location.column());
+    let mut message = text.replacen(&format!(" at line {line} column {column}"), "", 1);
+    if let Some((path, rest)) = message.split_once("invalid type: integer `")
+        && let Some((digits, _)) = rest.split_once('`')
+    {
+        let path = path.trim_end_matches(": ");
+        return LoadError::InvalidValue {
+            origin: origin(file, number),
+            object: format!("line {line}, column {column}"),
+            path: if path.is_empty() {
+                "(top level)".to_string()
+            } else {
+                path.to_string()
+            },
+            message: format!(
+                "the integer {digits} does not fit in 64 bits; write a smaller number, or quote \
+                 it if it is text"
+            ),
+        };
+    }
+    if let Some(tab_line) = tab_indented_line(text_in, line) {
+        message.push_str(&format!(
+            " (line {tab_line} is indented with a tab; YAML indentation must be spaces: \
+             replace the tab with spaces)"
+        ));
+    }
+    LoadError::Syntax {
+        origin: origin(file, number),
+        format: "YAML",
+        line,
+        column,
+        message,
+    }
 }
 
 /// Converts a YAML value to JSON the way Kubernetes' YAML decoder does: scalar mapping keys
@@ -274,6 +606,193 @@ mod tests {
         assert_eq!(v["m"]["y"], 2);
         assert_eq!(v["n"]["1"], "one");
         assert_eq!(v["n"]["true"], "yes");
+    }
+
+    fn limit_error(text: &str) -> String {
+        match parse_documents("f.yaml", text, false) {
+            Err(e @ LoadError::Limit { .. }) => e.to_string(),
+            Err(e) => panic!("not a limit error: {e}"),
+            Ok(_) => panic!("accepted"),
+        }
+    }
+
+    /// Deeply nested documents fail before the parser sees them (the parser takes tens of
+    /// seconds on these in a release build).
+    #[test]
+    fn deep_nesting_fails_at_once() {
+        let started = std::time::Instant::now();
+        let flow = format!("a: {}{}\n", "[".repeat(100_000), "]".repeat(100_000));
+        let maps = format!("a: {}1{}\n", "{a: ".repeat(50_000), "}".repeat(50_000));
+        let json_like = format!("a: {}1{}\n", "{\"a\":".repeat(50_000), "}".repeat(50_000));
+        let dashes = format!("{}x\n", "- ".repeat(50_000));
+        let anchored = format!("a: {}1\n", "&x [!!seq [".repeat(200));
+        let mut block = String::new();
+        for i in 0..150 {
+            block.push_str(&" ".repeat(i));
+            block.push_str("k:\n");
+        }
+        for text in [&flow, &maps, &json_like, &dashes, &block, &anchored] {
+            let e = limit_error(text);
+            assert!(
+                e.starts_with("f.yaml (document 1): nested more than 100 levels deep at line"),
+                "{e}"
+            );
+        }
+        let second = format!("a: 1\n---\nb: {}\n", "[".repeat(200));
+        assert!(
+            limit_error(&second)
+                .starts_with("f.yaml (document 2): nested more than 100 levels deep at line 3")
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "took {:?}",
+            started.elapsed()
+        );
+    }
+
+    /// What is not nesting is not counted: block scalars, quoted and plain brackets, comments.
+    #[test]
+    fn ordinary_documents_pass_the_nesting_check() {
+        let mut script = String::from("data:\n  run.sh: |\n");
+        for i in 0..150 {
+            script.push_str(&format!("    {}echo {i}\n", " ".repeat(i)));
+        }
+        script.push_str("other: x\n");
+        let brackets = format!(
+            "a: \"{}\"\nb: x{}\nc: '{}'\n# {}\nd: [1, \"]]]\", [2, {{e: f}}]]\n",
+            "[".repeat(300),
+            "{".repeat(300),
+            "[".repeat(300),
+            "[".repeat(300)
+        );
+        let mut deep_enough = String::new();
+        for i in 0..90 {
+            deep_enough.push_str(&" ".repeat(i));
+            deep_enough.push_str("k:\n");
+        }
+        deep_enough.push_str(&" ".repeat(90));
+        deep_enough.push_str("v: 1\n");
+        for text in [&script, &brackets, &deep_enough] {
+            parse_documents("f.yaml", text, false).expect("valid");
+        }
+    }
+
+    #[test]
+    fn document_size_and_count_are_bounded() {
+        let e = prescan_yaml_within("f.yaml", "a: 1\n---\nb: 1234567890\n", 10, 100)
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.to_string(),
+            "f.yaml (document 2): the document is larger than 10 bytes at line 3; split it into \
+             several documents (see \"Limits\" in README.md)"
+        );
+        let e = prescan_yaml_within("f.yaml", "a: 1\n---\nb: 2\n---\nc: 3\n", 100, 2)
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.to_string(),
+            "f.yaml (document 3): more than 2 documents in one file; split the file \
+             (see \"Limits\" in README.md)"
+        );
+        let p = prescan_yaml_within("f.yaml", "---\na: 1\n---\n---\nb: x\n", 100, 100).unwrap();
+        assert_eq!(p.starts, vec![1, 3, 4]);
+    }
+
+    #[test]
+    fn alias_bombs_and_huge_integers_say_what_they_are() {
+        let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x]\n");
+        for (prev, name) in ["a", "b", "c", "d", "e", "f", "g", "h"]
+            .iter()
+            .zip(["b", "c", "d", "e", "f", "g", "h", "i"])
+        {
+            bomb.push_str(&format!(
+                "{name}: &{name} [{}]\n",
+                vec![format!("*{prev}"); 9].join(", ")
+            ));
+        }
+        let text = format!("x: 1\n---\n{bomb}");
+        let e = parse_documents("f.yaml", &text, false)
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            e,
+            "f.yaml (document 2): the document starting at line 2 uses aliases (*name) that \
+             expand to too much data; write the values out or use fewer aliases"
+        );
+        let e = parse_documents("f.yaml", "a:\n  b: 18446744073709551616\n", false)
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            e,
+            "f.yaml (document 1): line 2, column 6: field a.b: the integer 18446744073709551616 \
+             does not fit in 64 bits; write a smaller number, or quote it if it is text"
+        );
+    }
+
+    /// Nesting depth of a value: a scalar is 0, a list or mapping one more than its deepest
+    /// item.
+    fn depth(v: &Json) -> usize {
+        match v {
+            Json::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+            Json::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    fn values() -> impl proptest::strategy::Strategy<Value = Json> {
+        use proptest::prelude::*;
+        // Strings full of YAML's special characters.
+        let text = "[a-z \\[\\]{}#:,&!|>'\"*?\\-\n\t\\\\]{0,12}";
+        let leaf = prop_oneof![
+            Just(Json::Null),
+            any::<bool>().prop_map(Json::from),
+            any::<i64>().prop_map(Json::from),
+            text.prop_map(Json::from),
+        ];
+        leaf.prop_recursive(40, 200, 4, move |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Json::Array),
+                proptest::collection::btree_map(text, inner, 0..4)
+                    .prop_map(|m| Json::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// The pre-scan never refuses what the YAML writer or a JSON writer produces at a
+        /// depth the parser accepts, and the document reads back unchanged; nested below
+        /// 101 levels of lists the same value is refused.
+        #[test]
+        fn prescan_accepts_written_documents_and_refuses_deep_ones(v in values()) {
+            proptest::prop_assume!(depth(&v) <= 60);
+            let block = serde_norway::to_string(&v).unwrap();
+            let flow = serde_json::to_string(&v).unwrap();
+            for text in [&block, &flow] {
+                let docs = parse_documents("f.yaml", text, false)
+                    .map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e}\n{text}")))?;
+                let back = docs.first().map_or(Json::Null, |d| d.value.clone());
+                proptest::prop_assert_eq!(&back, &v);
+                // The count follows the real depth closely: a scalar document counts its one
+                // indentation level, and no level is missed or counted twice.
+                let counted = prescan_yaml("f.yaml", text).unwrap().deepest;
+                let want = depth(&v).max(1);
+                proptest::prop_assert!(
+                    counted >= want && counted <= want + 1,
+                    "counted {} for depth {}:\n{}", counted, depth(&v), text
+                );
+            }
+            let mut deep = v.clone();
+            for _ in 0..101 {
+                deep = Json::Array(vec![deep]);
+            }
+            for text in [serde_norway::to_string(&deep).unwrap(), serde_json::to_string(&deep).unwrap()] {
+                let refused = matches!(prescan_yaml("f.yaml", &text), Err(LoadError::Limit { .. }));
+                proptest::prop_assert!(refused, "{}", text);
+            }
+        }
     }
 
     #[test]

@@ -35,8 +35,17 @@ pub enum LoadError {
         source: std::io::Error,
     },
 
-    #[error("{file} is not UTF-8 text; save it as UTF-8")]
-    NotUtf8 { file: String },
+    #[error(
+        "{file} is not UTF-8 text: byte {offset} (line {line}, column {column}) is not valid \
+         UTF-8; save it as UTF-8"
+    )]
+    NotUtf8 {
+        file: String,
+        /// 0-based offset of the first byte that is not UTF-8.
+        offset: usize,
+        line: usize,
+        column: usize,
+    },
 
     #[error(
         "{origin}: invalid {format} at line {line}, column {column}: {message}; fix the syntax"
@@ -49,6 +58,14 @@ pub enum LoadError {
         column: usize,
         message: String,
     },
+
+    /// A document the parser rejects for something other than its syntax.
+    #[error("{origin}: {message}")]
+    Invalid { origin: Origin, message: String },
+
+    /// Input beyond one of the limits on documents (nesting depth, size, count).
+    #[error("{origin}: {message} (see \"Limits\" in README.md)")]
+    Limit { origin: Origin, message: String },
 
     #[error(
         "{origin}: expected a Kubernetes object (a mapping with apiVersion, kind and metadata), \
@@ -108,6 +125,12 @@ pub enum LoadError {
         first: Origin,
         second: Origin,
     },
+
+    #[error(
+        "{file} is given twice (as two -f arguments, or as a file and a directory holding it), \
+         so every object in it would be defined twice; give it once"
+    )]
+    SameFileTwice { file: String },
 
     #[error(
         "node {node} in {origin} has neither status.allocatable nor status.capacity; add \

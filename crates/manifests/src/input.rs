@@ -37,9 +37,7 @@ pub(crate) fn read_sources(
                         path: PathBuf::from(STDIN_NAME),
                         source,
                     })?;
-                let text = String::from_utf8(bytes).map_err(|_| LoadError::NotUtf8 {
-                    file: STDIN_NAME.to_string(),
-                })?;
+                let text = utf8(STDIN_NAME, bytes)?;
                 let json = looks_like_json(&text);
                 inputs.push(Input {
                     name: STDIN_NAME.to_string(),
@@ -81,9 +79,28 @@ fn read_file(path: &Path) -> Result<Input, LoadError> {
         source,
     })?;
     let name = path.display().to_string();
-    let text = String::from_utf8(bytes).map_err(|_| LoadError::NotUtf8 { file: name.clone() })?;
+    let text = utf8(&name, bytes)?;
     let json = is_json(path, &text);
     Ok(Input { name, text, json })
+}
+
+/// The bytes as text, or an error naming the first byte that is not UTF-8 and its line and
+/// column (1-based, the column counted in bytes).
+fn utf8(name: &str, bytes: Vec<u8>) -> Result<String, LoadError> {
+    String::from_utf8(bytes).map_err(|e| {
+        let offset = e.utf8_error().valid_up_to();
+        let before = &e.as_bytes()[..offset];
+        let line_start = before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        LoadError::NotUtf8 {
+            file: name.to_string(),
+            offset,
+            line: before.iter().filter(|&&b| b == b'\n').count() + 1,
+            column: offset - line_start + 1,
+        }
+    })
 }
 
 /// Whether a text is read as JSON: by its extension (`.json`; `.yaml`/`.yml` are YAML),

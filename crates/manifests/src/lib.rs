@@ -145,6 +145,12 @@ pub fn load_with_extra(
     Ok((convert::build(collected)?, extra_objects))
 }
 
+/// Checks a YAML text against the limits on documents (nesting depth, size, count) before a
+/// parser sees it, for YAML files read outside [`load`] (a scheduler configuration).
+pub fn check_yaml_limits(name: &str, text: &str) -> Result<(), LoadError> {
+    documents::check_yaml_limits(name, text)
+}
+
 /// Loads one text as if it were a file called `name`: JSON when `name` ends in `.json`, YAML
 /// when it ends in `.yaml` or `.yml`, otherwise JSON if the text starts with `{`.
 pub fn load_str(name: &str, text: &str) -> Result<Loaded, LoadError> {

@@ -183,6 +183,7 @@ impl Collected {
                 | "ResourceClaimTemplate"
         );
         let namespace = namespaced.then(|| namespace.unwrap_or_else(|| "default".to_string()));
+        check_name(&origin, &kind, namespace.as_deref(), &name)?;
         let object = match &namespace {
             Some(ns) => format!("{kind} {ns}/{name}"),
             None => format!("{kind} {name}"),
@@ -199,6 +200,11 @@ impl Collected {
         if let Some(first) = self.seen.get(&key) {
             if self.merging && self.values.get(&key) == Some(&value) {
                 return Ok(());
+            }
+            if *first == origin {
+                return Err(LoadError::SameFileTwice {
+                    file: origin.file.to_string(),
+                });
             }
             return Err(LoadError::Duplicate {
                 object,
@@ -363,6 +369,114 @@ fn required_string(
 }
 
 /// `metadata.namespace` and `metadata.name`, each when present and non-empty.
+/// Why `name` is not a DNS-1123 label (at most 63 lower-case letters, digits and '-',
+/// starting and ending with a letter or digit), if it is not.
+pub(crate) fn dns1123_label_error(name: &str) -> Option<String> {
+    let b = name.as_bytes();
+    let chars_ok = b
+        .iter()
+        .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-');
+    let ends_ok = b.first().is_some_and(u8::is_ascii_alphanumeric)
+        && b.last().is_some_and(u8::is_ascii_alphanumeric);
+    if b.len() > 63 {
+        Some(format!("{} characters; at most 63 are allowed", b.len()))
+    } else if !chars_ok || !ends_ok {
+        Some(
+            "a DNS-1123 label must consist of lower-case letters, digits and '-', and start and \
+             end with a letter or digit"
+                .to_string(),
+        )
+    } else {
+        None
+    }
+}
+
+/// Why `name` is not a DNS-1123 subdomain (at most 253 characters of DNS-1123 labels joined
+/// by '.'), if it is not.
+pub(crate) fn dns1123_subdomain_error(name: &str) -> Option<String> {
+    if name.len() > 253 {
+        return Some(format!(
+            "{} characters; at most 253 are allowed",
+            name.len()
+        ));
+    }
+    let ok = name.split('.').all(|label| {
+        let b = label.as_bytes();
+        b.first().is_some_and(u8::is_ascii_alphanumeric)
+            && b.last().is_some_and(u8::is_ascii_alphanumeric)
+            && b.iter()
+                .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+    });
+    (!ok).then(|| {
+        "a DNS-1123 subdomain must consist of lower-case letters, digits, '-' and '.', and \
+         start and end with a letter or digit"
+            .to_string()
+    })
+}
+
+/// Why `key` is not a label key (an optional DNS-1123 subdomain prefix and '/', then a name
+/// of at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or
+/// digit), if it is not. Topology keys are label keys.
+pub(crate) fn label_key_error(key: &str) -> Option<String> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if let Some(p) = prefix {
+        if p.is_empty() {
+            return Some("the prefix before '/' is empty".to_string());
+        }
+        if let Some(why) = dns1123_subdomain_error(p) {
+            return Some(format!("the prefix {p:?}: {why}"));
+        }
+    }
+    let b = name.as_bytes();
+    let ok = !b.is_empty()
+        && b.len() <= 63
+        && b.first().is_some_and(u8::is_ascii_alphanumeric)
+        && b.last().is_some_and(u8::is_ascii_alphanumeric)
+        && b.iter()
+            .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'));
+    (!ok).then(|| {
+        "a label key is a name of at most 63 letters, digits, '-', '_' and '.', starting and \
+         ending with a letter or digit, optionally after a DNS subdomain and '/' \
+         (e.g. topology.kubernetes.io/zone)"
+            .to_string()
+    })
+}
+
+/// Checks `metadata.name` (and `metadata.namespace`) as the API server does: a Namespace's
+/// name is a DNS-1123 label, every other kind read here is named by a DNS-1123 subdomain, and
+/// a namespace is a DNS-1123 label. Names are quoted with escapes in the message, so control
+/// characters never reach the terminal.
+fn check_name(
+    origin: &Origin,
+    kind: &str,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<(), LoadError> {
+    let invalid = |path: &str, value: &str, why: String| LoadError::InvalidValue {
+        origin: origin.clone(),
+        object: kind.to_string(),
+        path: path.to_string(),
+        message: format!("{value:?} is not a valid name: {why}; rename it"),
+    };
+    if let Some(ns) = namespace
+        && let Some(why) = dns1123_label_error(ns)
+    {
+        return Err(invalid("metadata.namespace", ns, why));
+    }
+    let why = if kind == "Namespace" {
+        dns1123_label_error(name)
+    } else {
+        dns1123_subdomain_error(name)
+    };
+    match why {
+        Some(why) => Err(invalid("metadata.name", name, why)),
+        None => Ok(()),
+    }
+}
+
 fn metadata(
     map: &Map<String, Json>,
     origin: &Origin,
@@ -452,4 +566,36 @@ fn decode_at<T: DeserializeOwned>(
             message: e.into_inner().to_string(),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns1123_names() {
+        for ok in ["a", "web-0", "0", "a.b-c.d", &"a".repeat(63)] {
+            assert_eq!(
+                dns1123_label_error(ok).filter(|_| !ok.contains('.')),
+                None,
+                "{ok}"
+            );
+            assert_eq!(dns1123_subdomain_error(ok), None, "{ok}");
+        }
+        for bad in [
+            "", "Web", "-a", "a-", "a_b", "a/b", "a\u{1b}b", "a\nb", "a..b", ".a",
+        ] {
+            assert!(dns1123_subdomain_error(bad).is_some(), "{bad:?}");
+            assert!(dns1123_label_error(bad).is_some(), "{bad:?}");
+        }
+        assert!(dns1123_label_error("a.b").is_some());
+        assert!(dns1123_label_error(&"a".repeat(64)).is_some());
+        let long = vec!["a".repeat(63); 4].join(".");
+        assert_eq!(long.len(), 255);
+        assert!(
+            dns1123_subdomain_error(&long)
+                .unwrap()
+                .contains("at most 253")
+        );
+    }
 }

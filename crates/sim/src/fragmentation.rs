@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use crate::policy::Policy;
 use crate::sim::SimError;
-use crate::trace::Trace;
+use crate::trace::{Trace, limits};
 
 /// How a fragmentation run goes.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -90,7 +90,7 @@ pub fn run_fragmentation(
     options: &FragmentationOptions,
 ) -> Result<FragmentationRun, SimError> {
     let started = Instant::now();
-    let capacity_milli = 1000 * trace.gpus();
+    let capacity_milli = trace.gpus().saturating_mul(1000);
     let limit = (options.share.max(0.0) * capacity_milli as f64).round() as i64;
     let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
     let mut cluster = trace.cluster.clone();
@@ -103,9 +103,13 @@ pub fn run_fragmentation(
         .filter(|j| !j.initially_running)
         .map(|j| j.pods.clone())
         .collect();
-    let demand =
-        |pods: &[PodId], milli: &[i64]| -> i64 { pods.iter().map(|p| milli[p.index()]).sum() };
-    let mut total: i64 = jobs.iter().map(|j| demand(j, &milli)).sum();
+    let demand = |pods: &[PodId], milli: &[i64]| -> i64 {
+        pods.iter()
+            .fold(0i64, |a, p| a.saturating_add(milli[p.index()]))
+    };
+    let mut total: i64 = jobs
+        .iter()
+        .fold(0i64, |a, j| a.saturating_add(demand(j, &milli)));
     // Inflate with copies of single-pod GPU jobs until demand reaches the limit.
     let singles: Vec<PodId> = jobs
         .iter()
@@ -115,6 +119,15 @@ pub fn run_fragmentation(
         .collect();
     let mut copied = 0;
     while total < limit && !singles.is_empty() {
+        if cluster.pods.len() >= limits::PODS {
+            return Err(SimError::Limit(format!(
+                "--fragmentation {}: reaching that share of {} GPUs takes more than {} pods, \
+                 the most lockstep simulates; give a smaller share (see \"Limits\" in README.md)",
+                options.share,
+                trace.gpus(),
+                limits::PODS
+            )));
+        }
         let from = singles[below(&mut rng, singles.len())];
         let mut pod = cluster.pods[from.index()].clone();
         copied += 1;
@@ -141,7 +154,7 @@ pub fn run_fragmentation(
     let mut scheduler =
         Scheduler::new(&cluster, engine_options).map_err(|source| SimError::Config {
             policy: policy.name.clone(),
-            source,
+            error: source,
         })?;
     let max_step = (options.share.max(0.0) * 100.0).floor() as u32;
     let pct = |m: i64| {

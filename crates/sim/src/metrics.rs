@@ -345,7 +345,7 @@ impl RunMetrics {
         let running_at_end = run.jobs.len() - completed - pending_at_end - not_arrived;
         let samples = &run.samples;
         let (gpu_series, gpu_mean) = integrate(samples, end, SERIES_POINTS, |s| {
-            ratio(s.gpu_milli_allocated, 1000 * run.gpu_capacity)
+            ratio(s.gpu_milli_allocated, run.gpu_capacity.saturating_mul(1000))
         });
         let (cpu_series, cpu_mean) = integrate(samples, end, SERIES_POINTS, |s| {
             ratio(s.cpu_allocated, run.cpu_capacity)
@@ -358,7 +358,7 @@ impl RunMetrics {
             .unwrap_or(0)
             .min(end);
         let (_, gpu_arriving) = integrate(samples, last_arrival, 1, |s| {
-            ratio(s.gpu_milli_allocated, 1000 * run.gpu_capacity)
+            ratio(s.gpu_milli_allocated, run.gpu_capacity.saturating_mul(1000))
         });
         let (_, cpu_arriving) = integrate(samples, last_arrival, 1, |s| {
             ratio(s.cpu_allocated, run.cpu_capacity)
@@ -381,7 +381,10 @@ impl RunMetrics {
         for e in run.evictions.iter().filter(|e| e.was_running) {
             preempted.insert(e.job, e.gang);
         }
-        let lost: i64 = run.jobs.iter().map(|o| o.lost_gpu_seconds).sum();
+        let lost: i64 = run
+            .jobs
+            .iter()
+            .fold(0i64, |a, o| a.saturating_add(o.lost_gpu_seconds));
         let width = end as f64 / SERIES_POINTS as f64;
         let mut class_cdfs = vec![Cdf {
             priority_class: "all".into(),
@@ -414,7 +417,9 @@ impl RunMetrics {
                 gpu_peak: round(
                     samples
                         .iter()
-                        .map(|s| ratio(s.gpu_milli_allocated, 1000 * run.gpu_capacity))
+                        .map(|s| {
+                            ratio(s.gpu_milli_allocated, run.gpu_capacity.saturating_mul(1000))
+                        })
                         .fold(0.0, f64::max),
                 ),
                 cpu_mean,

@@ -191,12 +191,13 @@ pub struct Simulation<'t> {
 /// Why a simulation cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    #[error("policy {policy}: {source}")]
-    Config {
-        policy: String,
-        #[source]
-        source: SetupError,
-    },
+    /// The setup error's text is part of this one's (not a separate cause), so a caller that
+    /// prints the chain of causes prints it once.
+    #[error("policy {policy}: {error}")]
+    Config { policy: String, error: SetupError },
+    /// The run would exceed one of [`crate::trace::limits`].
+    #[error("{0}")]
+    Limit(String),
 }
 
 impl<'t> Simulation<'t> {
@@ -217,7 +218,7 @@ impl<'t> Simulation<'t> {
         let scheduler =
             Scheduler::new(&trace.cluster, engine_options).map_err(|source| SimError::Config {
                 policy: policy.name.clone(),
-                source,
+                error: source,
             })?;
         let cluster = &trace.cluster;
         let mut pod_job = vec![u32::MAX; cluster.pods.len()];
@@ -380,7 +381,7 @@ impl<'t> Simulation<'t> {
                     self.cycle();
                 } else if changed && self.cycle_scheduled.is_none() {
                     let interval = interval.max(1);
-                    let at = self.now.div_ceil(interval) * interval;
+                    let at = self.now.div_ceil(interval).saturating_mul(interval);
                     if at == self.now {
                         self.cycle();
                     } else {
@@ -485,7 +486,9 @@ impl<'t> Simulation<'t> {
             None => self.push(self.now, Kind::Cycle, 0, 0),
             Some(interval) if self.cycle_scheduled.is_none() => {
                 let interval = interval.max(1);
-                let at = (self.now / interval + 1) * interval;
+                let at = (self.now / interval)
+                    .saturating_add(1)
+                    .saturating_mul(interval);
                 self.cycle_scheduled = Some(at);
                 self.push(at, Kind::Cycle, 0, 0);
             }
@@ -513,7 +516,10 @@ impl<'t> Simulation<'t> {
                 })
                 .sum();
             let state = &mut self.jobs[j];
-            state.lost_gpu_seconds += milli * (now - state.start) as i64 / 1000;
+            let seconds = i64::try_from(now - state.start).unwrap_or(i64::MAX);
+            state.lost_gpu_seconds = state
+                .lost_gpu_seconds
+                .saturating_add(milli.saturating_mul(seconds) / 1000);
             state.restarts += 1;
             state.epoch += 1;
             state.phase = Phase::Pending;
@@ -595,7 +601,7 @@ impl<'t> Simulation<'t> {
             self.pending_jobs -= 1;
             self.running_jobs += 1;
             if let Some(d) = job.duration {
-                self.push(self.now + d, Kind::Completion, j, epoch);
+                self.push(self.now.saturating_add(d), Kind::Completion, j, epoch);
             }
         }
     }
@@ -641,7 +647,8 @@ impl<'t> Simulation<'t> {
             let n = NodeId(n as u32);
             let free = |r| snap.allocatable(n, r) - snap.requested(n, r);
             Shape {
-                gpus: 1000 * self.trace.node_gpus[n.index()] - self.node_gpu_milli[n.index()],
+                gpus: self.trace.node_gpus[n.index()].saturating_mul(1000)
+                    - self.node_gpu_milli[n.index()],
                 cpu: free(ResourceId::CPU),
                 memory: free(ResourceId::MEMORY),
             }

@@ -82,7 +82,9 @@ pub struct Trace {
 impl Trace {
     /// Whole GPUs over all nodes.
     pub fn gpus(&self) -> i64 {
-        self.node_gpus.iter().sum()
+        self.node_gpus
+            .iter()
+            .fold(0i64, |a, g| a.saturating_add(*g))
     }
 
     /// GPU accounting from the `nvidia.com/gpu` extended resource alone: (GPUs per node,
@@ -100,7 +102,7 @@ impl Trace {
             cluster
                 .pods
                 .iter()
-                .map(|p| 1000 * p.requests.get(gpu))
+                .map(|p| p.requests.get(gpu).saturating_mul(1000))
                 .collect(),
         )
     }
@@ -113,8 +115,7 @@ impl Trace {
         self.cluster
             .nodes
             .iter()
-            .map(|n| n.allocatable.get(id))
-            .sum()
+            .fold(0i64, |a, n| a.saturating_add(n.allocatable.get(id)))
     }
 
     /// The priority classes jobs use, highest value first, then by name.
@@ -170,6 +171,30 @@ impl TraceError {
             message: message.into(),
         }
     }
+}
+
+/// Bounds on what a trace may describe. Readers check them before building anything, so a
+/// mistaken or hostile input is an error naming the file and line instead of exhausting
+/// memory or overflowing; the same numbers are listed under "Limits" in README.md.
+pub mod limits {
+    /// Nodes in a cluster (a Tiresias cluster spec, `--gpu-nodes`, an openb node list).
+    pub const NODES: usize = 100_000;
+    /// GPUs on one node, and GPUs of one pod: the devices one ResourceSlice may hold.
+    pub const GPUS_PER_NODE: i64 = 128;
+    /// GPUs in a cluster (openb GPUs are DRA devices, each an object of its own).
+    pub const GPUS: i64 = 1_000_000;
+    /// Pods of one job (a job's GPUs split into pods of at most a node's GPUs).
+    pub const JOB_PODS: i64 = 10_000;
+    /// Pods in a whole trace, including copies made by `--fragmentation`.
+    pub const PODS: usize = 1_000_000;
+    /// Jobs the embedded scenario generates (`--jobs`).
+    pub const GENERATED_JOBS: usize = 100_000;
+    /// Milli-CPU of one node or pod (a million CPUs).
+    pub const CPU_MILLI: i64 = 1_000_000_000;
+    /// Bytes of memory of one node or pod (64 TiB).
+    pub const MEMORY: i64 = 64 << 40;
+    /// Seconds of an arrival time or a duration (100 years of 365 days).
+    pub const SECONDS: u64 = 100 * 365 * 86_400;
 }
 
 /// The resources of one pod.
@@ -565,10 +590,19 @@ pub fn split_gpus(gpus: i64, per_node: i64) -> Vec<i64> {
         return vec![0];
     }
     let per_node = per_node.max(1);
-    let n = (gpus + per_node - 1) / per_node;
+    let n = split_pods(gpus, per_node);
     let base = gpus / n;
     let extra = gpus % n;
     (0..n).map(|i| base + i64::from(i < extra)).collect()
+}
+
+/// How many pods [`split_gpus`] makes of `gpus` GPUs, without making them.
+pub fn split_pods(gpus: i64, per_node: i64) -> i64 {
+    if gpus <= 0 {
+        return 1;
+    }
+    let per_node = per_node.max(1);
+    gpus / per_node + i64::from(gpus % per_node != 0)
 }
 
 #[cfg(test)]
@@ -577,6 +611,9 @@ mod tests {
 
     #[test]
     fn split_is_even_and_bounded() {
+        for (g, n) in [(1, 8), (8, 8), (12, 8), (20, 8), (128, 8), (0, 8), (7, 3)] {
+            assert_eq!(split_pods(g, n), split_gpus(g, n).len() as i64);
+        }
         assert_eq!(split_gpus(1, 8), vec![1]);
         assert_eq!(split_gpus(8, 8), vec![8]);
         assert_eq!(split_gpus(12, 8), vec![6, 6]);

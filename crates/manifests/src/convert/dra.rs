@@ -996,10 +996,26 @@ fn exact(
         ("" | "ExactCount", None) => AllocationMode::ExactCount(1),
         ("" | "ExactCount", Some(n)) => match u32::try_from(n) {
             Ok(n) if n > 0 => AllocationMode::ExactCount(n),
-            _ => {
+            Ok(_) => {
                 return Err(ctx.invalid(
                     format!("{path}.count"),
                     format!("count {n} must be greater than zero"),
+                ));
+            }
+            Err(_) if n < 0 => {
+                return Err(ctx.invalid(
+                    format!("{path}.count"),
+                    format!("count {n} must be greater than zero"),
+                ));
+            }
+            Err(_) => {
+                return Err(ctx.invalid(
+                    format!("{path}.count"),
+                    format!(
+                        "count {n} is more than {}, the most devices one request may ask for; \
+                         ask for fewer devices",
+                        u32::MAX
+                    ),
                 ));
             }
         },

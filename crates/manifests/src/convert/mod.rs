@@ -124,6 +124,9 @@ impl Ctx<'_> {
     }
 }
 
+/// Different resource names (cpu, memory, pods, extended resources, ...) in one input.
+pub(crate) const MAX_RESOURCE_NAMES: usize = 256;
+
 /// Converts amounts by name into a resource list, interning names.
 pub(crate) fn resource_list(
     names: &mut ResourceNames,
@@ -174,12 +177,26 @@ pub(crate) fn build(collected: Collected) -> Result<Loaded, LoadError> {
     }
 
     // Intern every resource name in name order, so that ids are independent of input order.
+    // The engine keeps a row of every resource per node, so their number is bounded.
     let mut resource_names = BTreeSet::new();
+    let too_many = |origin: &Origin, object: &str| LoadError::Limit {
+        origin: origin.clone(),
+        message: format!(
+            "{object}: more than {MAX_RESOURCE_NAMES} different resource names (cpu, memory, \
+             extended resources) in the input; use fewer resource names"
+        ),
+    };
     for n in &nodes {
         node::resource_names(&n.value, &mut resource_names);
+        if resource_names.len() > MAX_RESOURCE_NAMES {
+            return Err(too_many(&n.origin, &n.object));
+        }
     }
     for p in &pods {
         pod::resource_names(&p.value, &mut resource_names);
+        if resource_names.len() > MAX_RESOURCE_NAMES {
+            return Err(too_many(&p.origin, &p.object));
+        }
     }
     for name in &resource_names {
         cluster.resources.intern(name);

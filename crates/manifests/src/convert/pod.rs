@@ -398,6 +398,15 @@ fn convert_node_affinity(ctx: &Ctx, na: &core::NodeAffinity) -> Result<NodeAffin
     let required = match &na.required_during_scheduling_ignored_during_execution {
         None => None,
         Some(selector) => {
+            if selector.node_selector_terms.is_empty() {
+                return Err(ctx.invalid(
+                    format!(
+                        "{base}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+                    ),
+                    "must have at least one node selector term; add a term or remove \
+                     requiredDuringSchedulingIgnoredDuringExecution",
+                ));
+            }
             let mut terms = Vec::new();
             for (i, t) in selector.node_selector_terms.iter().enumerate() {
                 let path = format!(
@@ -468,6 +477,12 @@ fn affinity_term(
             format!("{path}.topologyKey"),
             "a pod affinity term needs a topologyKey (a node label such as \
              kubernetes.io/hostname); add it",
+        ));
+    }
+    if let Some(why) = crate::route::label_key_error(&t.topology_key) {
+        return Err(ctx.invalid(
+            format!("{path}.topologyKey"),
+            format!("{:?} is not a valid topology key: {why}", t.topology_key),
         ));
     }
     let selector = match &t.label_selector {
@@ -613,6 +628,23 @@ fn host_ports(ctx: &Ctx, spec: &core::PodSpec) -> Result<Vec<HostPort>, LoadErro
     for (path, c) in regular.chain(sidecars) {
         for (j, port) in c.ports.iter().flatten().enumerate() {
             let path = format!("{path}.ports[{j}]");
+            if !(1..=65535).contains(&port.container_port) {
+                return Err(ctx.invalid(
+                    format!("{path}.containerPort"),
+                    format!(
+                        "port {} is out of range; use 1 to 65535",
+                        port.container_port
+                    ),
+                ));
+            }
+            if let Some(p) = port.host_port
+                && !(0..=65535).contains(&p)
+            {
+                return Err(ctx.invalid(
+                    format!("{path}.hostPort"),
+                    format!("port {p} is out of range; use 1 to 65535, or 0 for none"),
+                ));
+            }
             let mut host_port = port.host_port.unwrap_or(0);
             if host_network && host_port == 0 {
                 host_port = port.container_port;
@@ -697,6 +729,12 @@ fn topology_spread(
                 format!("{path}.topologyKey"),
                 "a topology spread constraint needs a topologyKey (a node label such as \
                  topology.kubernetes.io/zone); add it",
+            ));
+        }
+        if let Some(why) = crate::route::label_key_error(&c.topology_key) {
+            return Err(ctx.invalid(
+                format!("{path}.topologyKey"),
+                format!("{:?} is not a valid topology key: {why}", c.topology_key),
             ));
         }
         if let Some(min) = c.min_domains {

@@ -92,6 +92,12 @@ pub(crate) fn node_selector(
     path: &str,
     selector: &core::NodeSelector,
 ) -> Result<NodeSelector, LoadError> {
+    if selector.node_selector_terms.is_empty() {
+        return Err(ctx.invalid(
+            format!("{path}.nodeSelectorTerms"),
+            "must have at least one node selector term; add a term",
+        ));
+    }
     let mut terms = Vec::with_capacity(selector.node_selector_terms.len());
     for (i, t) in selector.node_selector_terms.iter().enumerate() {
         terms.push(node_selector_term(

@@ -176,7 +176,13 @@ fn topology_key(
             "a topology constraint needs a key, the node label whose values are the domains \
              (e.g. topology.kubernetes.io/rack); set key",
         )),
-        [one] => Ok(Some(one.key.clone())),
+        [one] => match crate::route::label_key_error(&one.key) {
+            Some(why) => Err(ctx.invalid(
+                format!("{path}.topology[0].key"),
+                format!("{:?} is not a valid topology key: {why}", one.key),
+            )),
+            None => Ok(Some(one.key.clone())),
+        },
         more => Err(ctx.invalid(
             format!("{path}.topology"),
             format!(

@@ -24,7 +24,7 @@ use lockstep_manifests::Source;
 use lockstep_model::{GroupPolicy, PodId};
 use serde::Deserialize;
 
-use crate::trace::{GPU, Job, NO_PRIORITY_CLASS, Skipped, Trace, TraceError};
+use crate::trace::{GPU, Job, NO_PRIORITY_CLASS, Skipped, Trace, TraceError, limits};
 
 pub const ARRIVAL: &str = "lockstep.dev/arrival";
 pub const DURATION: &str = "lockstep.dev/duration";
@@ -51,6 +51,21 @@ pub fn parse_seconds(s: &str) -> Option<u64> {
     };
     let v: f64 = num.trim().parse().ok()?;
     (v.is_finite() && v >= 0.0).then(|| (v * factor).round() as u64)
+}
+
+/// An annotation's seconds, at most [`limits::SECONDS`]; the error says what is wrong.
+fn annotation_seconds(raw: &str) -> Result<u64, String> {
+    match parse_seconds(raw) {
+        Some(v) if v <= limits::SECONDS => Ok(v),
+        Some(_) => Err(format!(
+            "{raw:?} is more than {} seconds, the longest time a trace may span \
+             (100 years; see \"Limits\" in README.md)",
+            limits::SECONDS
+        )),
+        None => Err(format!(
+            "{raw:?} is not a number of seconds (write e.g. \"90\", \"15m\", \"2h\")"
+        )),
+    }
 }
 
 /// Files under the sources, in the order the manifest loader reads them.
@@ -144,14 +159,11 @@ fn scan_object(
         (DURATION, &mut timing.duration),
     ] {
         if let Some(raw) = meta.annotations.get(key) {
-            *slot = Some(parse_seconds(raw).ok_or_else(|| {
+            *slot = Some(annotation_seconds(raw).map_err(|why| {
                 TraceError::new(
                     file,
                     0,
-                    format!(
-                        "document {doc} ({kind} {namespace}/{name}): annotation {key}: {raw:?} \
-                         is not a number of seconds (write e.g. \"90\", \"15m\", \"2h\")"
-                    ),
+                    format!("document {doc} ({kind} {namespace}/{name}): annotation {key}: {why}"),
                 )
             })?);
         }
@@ -243,6 +255,25 @@ pub fn load_manifests(
         &mut stdin_text.as_deref().unwrap_or_default().as_bytes(),
     )
     .map_err(|e| TraceError::new(names.join(", "), 0, e.to_string()))?;
+    // The objects the engine checks when it starts (CEL selectors, DRA objects) are checked
+    // here too, so an error names the file and document as `lockstep schedule` does rather
+    // than surfacing later without a place.
+    if let Err(e) = lockstep_engine::Scheduler::new(&loaded.cluster, Default::default()) {
+        use lockstep_dra::DraError;
+        let text = e.to_string();
+        let origin = match &e {
+            lockstep_engine::SetupError::Dra(
+                DraError::InvalidSelector { object, .. } | DraError::Invalid { object, .. },
+            ) => loaded.origins.get(object).cloned(),
+            _ => None,
+        };
+        return Err(TraceError::new(
+            origin.unwrap_or_else(|| names.join(", ")),
+            0,
+            text,
+        ));
+    }
+    check_limits(&loaded)?;
     let mut timings = BTreeMap::new();
     for source in sources {
         match source {
@@ -281,6 +312,72 @@ pub fn load_manifests(
 /// The name standard input goes by in messages, as the manifest loader names it.
 const STDIN: &str = "<stdin>";
 
+/// The trace limits that manifests can reach: nodes, pods, and whole GPUs (the
+/// `nvidia.com/gpu` extended resource) per node, per pod and in all.
+fn check_limits(loaded: &lockstep_manifests::Loaded) -> Result<(), TraceError> {
+    let cluster = &loaded.cluster;
+    let at = |object: String, message: String| {
+        let file = loaded
+            .origins
+            .get(&object)
+            .cloned()
+            .unwrap_or_else(|| "manifests".to_string());
+        TraceError::new(file, 0, format!("{object}: {message}"))
+    };
+    let see = "(see \"Limits\" in README.md)";
+    if let Some(n) = cluster.nodes.get(limits::NODES) {
+        return Err(at(
+            format!("Node {}", n.name),
+            format!(
+                "more than {} nodes, the most a cluster may have {see}",
+                limits::NODES
+            ),
+        ));
+    }
+    if let Some(p) = cluster.pods.get(limits::PODS) {
+        return Err(at(
+            format!("Pod {}", p.key()),
+            format!(
+                "more than {} pods, the most lockstep simulates {see}",
+                limits::PODS
+            ),
+        ));
+    }
+    let Some(gpu) = cluster.resources.get(GPU) else {
+        return Ok(());
+    };
+    let mut total = 0i64;
+    for n in &cluster.nodes {
+        let gpus = n.allocatable.get(gpu);
+        total = total.saturating_add(gpus);
+        if gpus > limits::GPUS_PER_NODE || total > limits::GPUS {
+            return Err(at(
+                format!("Node {}", n.name),
+                format!(
+                    "{GPU} {gpus}: more than {} GPUs on a node, or more than {} in the cluster, \
+                     the most lockstep simulates {see}",
+                    limits::GPUS_PER_NODE,
+                    limits::GPUS
+                ),
+            ));
+        }
+    }
+    for p in &cluster.pods {
+        let gpus = p.requests.get(gpu);
+        if gpus > limits::GPUS_PER_NODE {
+            return Err(at(
+                format!("Pod {}", p.key()),
+                format!(
+                    "{GPU} {gpus}: more than {}, the most GPUs a node may have, so the most one \
+                     pod may ask for {see}",
+                    limits::GPUS_PER_NODE
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn build(
     mut cluster: lockstep_model::Cluster,
     timings: &BTreeMap<Key, Timing>,
@@ -306,7 +403,9 @@ fn build(
     let gpu = cluster.resources.get(GPU);
     let gpus_of = |c: &lockstep_model::Cluster, pods: &[PodId]| -> i64 {
         gpu.map_or(0, |g| {
-            pods.iter().map(|p| c.pods[p.index()].requests.get(g)).sum()
+            pods.iter().fold(0i64, |a, p| {
+                a.saturating_add(c.pods[p.index()].requests.get(g))
+            })
         })
     };
     let class_of = |p: &lockstep_model::Pod| {
@@ -452,5 +551,11 @@ mod tests {
         assert_eq!(parse_seconds("soon"), None);
         assert_eq!(parse_seconds("-1"), None);
         assert_eq!(parse_seconds("3w"), None);
+        assert_eq!(annotation_seconds("100d"), Ok(8_640_000));
+        assert!(
+            annotation_seconds("18446744073709551615")
+                .unwrap_err()
+                .contains("is more than 3153600000 seconds"),
+        );
     }
 }

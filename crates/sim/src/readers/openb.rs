@@ -24,8 +24,10 @@
 
 use std::path::Path;
 
-use crate::readers::table::{Table, read_file};
-use crate::trace::{GPU_MODEL_LABEL, JobSpec, PodShape, Trace, TraceBuilder, TraceError, mib};
+use crate::readers::table::{Row, Table, read_file};
+use crate::trace::{
+    GPU_MODEL_LABEL, JobSpec, PodShape, Trace, TraceBuilder, TraceError, limits, mib,
+};
 
 /// The DRA driver the trace's GPUs are published under.
 pub const DRIVER: &str = "gpu.alibaba.example";
@@ -68,20 +70,55 @@ pub fn parse_openb(
     );
     let c_model = nodes.optional_column("model");
     let mut seen = std::collections::BTreeSet::new();
+    let mut total_gpus = 0i64;
+    let mut node_rows = Vec::new();
     for row in &nodes.rows {
         let name = &row.fields[c_sn];
         if name.is_empty() {
             return Err(nodes.error(row, "sn: empty node name"));
         }
+        let name = nodes.object_name(row, c_sn)?;
         if !seen.insert(name.to_string()) {
             return Err(nodes.error(row, format!("sn: node {name:?} appears twice")));
         }
-        let cpu = nodes.int(row, c_cpu, "a whole number of milli-CPU")?;
-        let memory = nodes.int(row, c_mem, "a whole number of MiB")?;
-        let gpus = nodes.int(row, c_gpu, "a whole number of GPUs")?;
+        if seen.len() > limits::NODES {
+            return Err(nodes.error(
+                row,
+                format!(
+                    "more than {} nodes, the most a cluster may have (see \"Limits\" in README.md)",
+                    limits::NODES
+                ),
+            ));
+        }
+        let (cpu, memory) = cpu_memory(&nodes, row, c_cpu, c_mem, "node")?;
+        let gpus = nodes.bounded(
+            row,
+            c_gpu,
+            "a whole number of GPUs",
+            limits::GPUS_PER_NODE,
+            "the most GPUs a node may have",
+        )?;
+        total_gpus += gpus;
+        if total_gpus > limits::GPUS {
+            return Err(nodes.error(
+                row,
+                format!(
+                    "more than {} GPUs in the node list here, the most a cluster may have \
+                     (see \"Limits\" in README.md)",
+                    limits::GPUS
+                ),
+            ));
+        }
         let model = c_model.map(|c| &row.fields[c]).filter(|m| !m.is_empty());
+        if let (Some(m), Some(c)) = (model, c_model) {
+            nodes.label_value(row, c, m)?;
+        }
+        node_rows.push((name, cpu, memory, gpus, model));
+    }
+    // Built only once every row is checked: GPUs become device objects.
+    for (name, cpu, memory, gpus, model) in node_rows {
         let labels: Vec<(&str, &str)> = model.iter().map(|m| (GPU_MODEL_LABEL, *m)).collect();
-        b.node(name, cpu, mib(memory), gpus, &labels);
+        b.node(name, cpu, memory, gpus, &labels);
     }
 
     let pods = Table::parse(pod_file, pod_text)?;
@@ -105,12 +142,27 @@ pub fn parse_openb(
         if name.is_empty() {
             return Err(pods.error(row, "name: empty pod name"));
         }
+        let name = pods.object_name(row, c_name)?;
         if !names.insert(name.to_string()) {
             return Err(pods.error(row, format!("name: pod {name:?} appears twice")));
         }
-        let cpu = pods.int(row, c_cpu, "a whole number of milli-CPU")?;
-        let memory = pods.int(row, c_mem, "a whole number of MiB")?;
-        let num_gpu = pods.int(row, c_num, "a whole number of GPUs")?;
+        if names.len() > limits::PODS {
+            return Err(pods.error(
+                row,
+                format!(
+                    "more than {} pods, the most lockstep simulates (see \"Limits\" in README.md)",
+                    limits::PODS
+                ),
+            ));
+        }
+        let (cpu, memory) = cpu_memory(&pods, row, c_cpu, c_mem, "pod")?;
+        let num_gpu = pods.bounded(
+            row,
+            c_num,
+            "a whole number of GPUs",
+            limits::GPUS_PER_NODE,
+            "the most GPUs a node may have, so the most one pod may ask for",
+        )?;
         let milli = pods.int(row, c_milli, "a whole number of milli-GPUs")?;
         if milli > 1000 {
             return Err(pods.error(
@@ -145,11 +197,11 @@ pub fn parse_openb(
             }
         };
         let (arrival, duration) = if timed {
-            let created = pods.int(row, c_created.unwrap_or(0), "a whole number of seconds")?;
-            let deleted = pods.int(row, c_deleted.unwrap_or(0), "a whole number of seconds")?;
+            let created = pods.seconds(row, c_created.unwrap_or(0))?;
+            let deleted = pods.seconds(row, c_deleted.unwrap_or(0))?;
             let started = match c_scheduled.map(|c| &row.fields[c]) {
                 None | Some("") => created,
-                Some(_) => pods.int(row, c_scheduled.unwrap_or(0), "a whole number of seconds")?,
+                Some(_) => pods.seconds(row, c_scheduled.unwrap_or(0))?,
             };
             if deleted < started || started < created {
                 return Err(pods.error(
@@ -159,17 +211,20 @@ pub fn parse_openb(
                     ),
                 ));
             }
-            (created as u64, Some((deleted - started) as u64))
+            (created, Some(deleted - started))
         } else {
             (0, None)
         };
-        let mut shape = PodShape::new(cpu, mib(memory), num_gpu);
+        let mut shape = PodShape::new(cpu, memory, num_gpu);
         if num_gpu > 0 {
             shape.gpu_milli = milli;
         }
         if num_gpu > 0
             && let Some(spec) = c_spec.map(|c| &row.fields[c]).filter(|s| !s.is_empty())
         {
+            for model in spec.split('|') {
+                pods.label_value(row, c_spec.unwrap_or(0), model)?;
+            }
             shape.gpu_models = spec.split('|').map(str::to_string).collect();
         }
         jobs.push(JobSpec {
@@ -194,6 +249,31 @@ pub fn parse_openb(
     b.note(format!("{count} pods replayed, one job each"));
     let short = |f: &str| f.rsplit('/').next().unwrap_or(f).to_string();
     Ok(b.finish(format!("{} on {}", short(pod_file), short(node_file))))
+}
+
+/// A row's `cpu_milli` and `memory_mib` (as bytes), each within its limit.
+fn cpu_memory(
+    table: &Table,
+    row: &Row,
+    c_cpu: usize,
+    c_mem: usize,
+    what: &str,
+) -> Result<(i64, i64), TraceError> {
+    let cpu = table.bounded(
+        row,
+        c_cpu,
+        "a whole number of milli-CPU",
+        limits::CPU_MILLI,
+        &format!("the most milli-CPU a {what} may have, a million CPUs"),
+    )?;
+    let memory = table.bounded(
+        row,
+        c_mem,
+        "a whole number of MiB",
+        limits::MEMORY >> 20,
+        &format!("the most MiB of memory a {what} may have, 64 TiB"),
+    )?;
+    Ok((cpu, mib(memory)))
 }
 
 #[cfg(test)]
@@ -337,6 +417,29 @@ c,1000,1024,1,300,,LS,Running,25,35,25
     }
 
     #[test]
+    fn a_node_list_beyond_the_gpu_limit_is_refused() {
+        let mut nodes = String::from("sn,cpu_milli,memory_mib,gpu\n");
+        for i in 0..=limits::GPUS / 128 {
+            nodes.push_str(&format!("n{i},1000,1024,128\n"));
+        }
+        let err = parse_openb(
+            "nodes.csv",
+            &nodes,
+            "pods.csv",
+            "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n",
+        )
+        .expect_err("too many GPUs");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "nodes.csv:{}: more than 1000000 GPUs in the node list here, the most a cluster \
+                 may have (see \"Limits\" in README.md)",
+                limits::GPUS / 128 + 2
+            )
+        );
+    }
+
+    #[test]
     fn files_without_times() {
         let t = parse_openb(
             "nodes.csv",
@@ -377,6 +480,14 @@ c,1000,1024,1,300,,LS,Running,25,35,25
             (
                 "p1,1000,1024,2,500,,LS,Running,0,10,0\n",
                 "pods.csv:3: num_gpu 2 with gpu_milli 500; only single-GPU pods can share a GPU",
+            ),
+            (
+                "p1,1000,1024,1,1000,V100' == 'x,LS,Running,0,10,0\n",
+                "pods.csv:3: gpu_spec: \"V100' == 'x\" is not a valid GPU model: use letters, digits, '-', '_' and '.', starting and ending with a letter or digit, at most 63 characters",
+            ),
+            (
+                "p\u{1b}[31m1,1000,1024,1,1000,,LS,Running,0,10,0\n",
+                "pods.csv:3: name: \"p\\u{1b}[31m1\" is not a valid name: use lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters",
             ),
             (
                 "p1,1000,1024,1\n",

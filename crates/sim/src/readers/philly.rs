@@ -12,8 +12,8 @@
 use std::path::Path;
 
 use crate::readers::table::{Table, parse_timestamp, read_file};
-use crate::trace::split_gpus;
 use crate::trace::{JobSpec, PodShape, RACK_LABEL, Trace, TraceBuilder, TraceError, gib};
+use crate::trace::{limits, split_gpus, split_pods};
 
 /// Which part of the trace to replay, on what cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +66,19 @@ pub fn parse_philly(file: &str, text: &str, options: &PhillyOptions) -> Result<T
     let c_duration = table.column("duration")?;
     let c_gpus = table.column("num_gpus")?;
     let c_cluster = table.optional_column("cluster");
+    if options.gpu_nodes > limits::NODES {
+        return Err(TraceError::new(
+            file,
+            0,
+            format!(
+                "a cluster of {} GPU nodes is more than {}, the most nodes a cluster may have \
+                 (see \"Limits\" in README.md)",
+                options.gpu_nodes,
+                limits::NODES
+            ),
+        ));
+    }
+    let per_node = options.gpus_per_node.clamp(1, limits::GPUS_PER_NODE);
     let mut rows = Vec::new();
     for row in &table.rows {
         let raw = &row.fields[c_time];
@@ -76,7 +89,27 @@ pub fn parse_philly(file: &str, text: &str, options: &PhillyOptions) -> Result<T
             )
         })?;
         let duration = table.number(row, c_duration, "a number of seconds")?;
-        let gpus = table.int(row, c_gpus, "a whole number of GPUs")?;
+        if duration > limits::SECONDS as f64 {
+            return Err(table.error(
+                row,
+                format!(
+                    "duration: {} is more than {}, the longest time a trace may span \
+                     (100 years; see \"Limits\" in README.md)",
+                    &row.fields[c_duration],
+                    limits::SECONDS
+                ),
+            ));
+        }
+        let gpus = table.bounded(
+            row,
+            c_gpus,
+            "a whole number of GPUs",
+            limits::JOB_PODS * per_node,
+            &format!(
+                "the most GPUs one job may ask for, {} pods of {per_node} GPUs",
+                limits::JOB_PODS
+            ),
+        )?;
         if gpus == 0 {
             return Err(table.error(row, "num_gpus: 0; a Philly job needs at least one GPU"));
         }
@@ -101,8 +134,36 @@ pub fn parse_philly(file: &str, text: &str, options: &PhillyOptions) -> Result<T
     if let Some(max) = options.max_jobs {
         rows.truncate(max);
     }
+    let start = rows.first().map_or(0, |r| r.submitted);
+    let mut pods_total: i64 = 0;
+    for r in &rows {
+        if (r.submitted - start) as u64 > limits::SECONDS {
+            return Err(TraceError::new(
+                file,
+                r.line,
+                format!(
+                    "timestamp: more than 100 years after the first job's ({}), the longest \
+                     time a trace may span; select a window with --from and --to \
+                     (see \"Limits\" in README.md)",
+                    format_timestamp(start)
+                ),
+            ));
+        }
+        pods_total += split_pods(r.gpus, per_node);
+        if pods_total > limits::PODS as i64 {
+            return Err(TraceError::new(
+                file,
+                r.line,
+                format!(
+                    "the trace has more than {} pods here, the most lockstep simulates; \
+                     select fewer jobs with --max-jobs, --from and --to \
+                     (see \"Limits\" in README.md)",
+                    limits::PODS
+                ),
+            ));
+        }
+    }
     let mut b = TraceBuilder::new();
-    let per_node = options.gpus_per_node.max(1);
     for i in 0..options.gpu_nodes {
         let rack = format!("rack-{:02}", i / NODES_PER_RACK);
         b.node(
@@ -113,7 +174,6 @@ pub fn parse_philly(file: &str, text: &str, options: &PhillyOptions) -> Result<T
             &[(RACK_LABEL, &rack)],
         );
     }
-    let start = rows.first().map_or(0, |r| r.submitted);
     let capacity = options.gpu_nodes as i64 * per_node;
     let too_big = rows.iter().filter(|r| r.gpus > capacity).count();
     for r in &rows {

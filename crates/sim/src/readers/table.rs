@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::trace::TraceError;
+use crate::trace::{TraceError, limits};
 
 /// One data row: its 1-based line number and its fields.
 #[derive(Debug)]
@@ -19,10 +19,28 @@ pub struct Table {
     pub rows: Vec<Row>,
 }
 
-/// Reads a file into a string, naming it in the error.
+/// Reads a file into a string, naming it in the error; text that is not UTF-8 is an error at
+/// the line of the first byte that is not, with its offset.
 pub fn read_file(path: &Path) -> Result<String, TraceError> {
-    std::fs::read_to_string(path)
-        .map_err(|e| TraceError::new(path.display().to_string(), 0, format!("cannot read: {e}")))
+    let file = path.display().to_string();
+    let bytes =
+        std::fs::read(path).map_err(|e| TraceError::new(&file, 0, format!("cannot read: {e}")))?;
+    String::from_utf8(bytes).map_err(|e| {
+        let offset = e.utf8_error().valid_up_to();
+        let before = &e.as_bytes()[..offset];
+        let line = before.iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+        let column = offset
+            - before
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |i| i + 1)
+            + 1;
+        TraceError::new(
+            &file,
+            line,
+            format!("byte {offset} (column {column}) is not valid UTF-8; save the file as UTF-8"),
+        )
+    })
 }
 
 impl Table {
@@ -127,6 +145,96 @@ impl Table {
         }
     }
 
+    /// A field as a whole number from 0 to `max`; `limit` says what the bound is ("the GPUs
+    /// one node may hold"). A number too large for any integer type is reported as too large,
+    /// not as "not a number".
+    pub fn bounded(
+        &self,
+        row: &Row,
+        col: usize,
+        what: &str,
+        max: i64,
+        limit: &str,
+    ) -> Result<i64, TraceError> {
+        let raw = &row.fields[col];
+        let digits = raw.strip_prefix('+').unwrap_or(raw);
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            match digits.parse::<i64>() {
+                Ok(v) if v <= max => return Ok(v),
+                _ => {
+                    return Err(self.error(
+                        row,
+                        format!(
+                            "{}: {raw} is more than {max}, {limit} (see \"Limits\" in README.md)",
+                            self.headers[col]
+                        ),
+                    ));
+                }
+            }
+        }
+        self.int(row, col, what)
+    }
+
+    /// A field as a whole number of seconds, at most [`limits::SECONDS`].
+    pub fn seconds(&self, row: &Row, col: usize) -> Result<u64, TraceError> {
+        let v = self.bounded(
+            row,
+            col,
+            "a whole number of seconds",
+            limits::SECONDS as i64,
+            "the longest time a trace may span, 100 years",
+        )?;
+        Ok(v as u64)
+    }
+
+    /// A field that names an object (a node, a pod): a DNS-1123 subdomain, as the API server
+    /// requires, so no control character or slash reaches a name.
+    pub fn object_name<'r>(&self, row: &'r Row, col: usize) -> Result<&'r str, TraceError> {
+        let raw = &row.fields[col];
+        let ok = raw.len() <= 253
+            && raw.split('.').all(|label| {
+                let b = label.as_bytes();
+                b.first().is_some_and(u8::is_ascii_alphanumeric)
+                    && b.last().is_some_and(u8::is_ascii_alphanumeric)
+                    && b.iter()
+                        .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+            });
+        if ok {
+            return Ok(raw);
+        }
+        Err(self.error(
+            row,
+            format!(
+                "{}: {raw:?} is not a valid name: use lower-case letters, digits, '-' and '.', \
+                 starting and ending with a letter or digit, at most 253 characters",
+                self.headers[col]
+            ),
+        ))
+    }
+
+    /// Checks `value`, taken from the field, as a label value (at most 63 letters, digits,
+    /// '-', '_' and '.', starting and ending with a letter or digit): GPU models become node
+    /// labels, device attributes and strings inside CEL selectors.
+    pub fn label_value(&self, row: &Row, col: usize, value: &str) -> Result<(), TraceError> {
+        let b = value.as_bytes();
+        let ok = b.len() <= 63
+            && b.first().is_some_and(u8::is_ascii_alphanumeric)
+            && b.last().is_some_and(u8::is_ascii_alphanumeric)
+            && b.iter()
+                .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'));
+        if ok {
+            return Ok(());
+        }
+        Err(self.error(
+            row,
+            format!(
+                "{}: {value:?} is not a valid GPU model: use letters, digits, '-', '_' and '.', \
+                 starting and ending with a letter or digit, at most 63 characters",
+                self.headers[col]
+            ),
+        ))
+    }
+
     /// A field as a non-negative number (fractions allowed).
     pub fn number(&self, row: &Row, col: usize, what: &str) -> Result<f64, TraceError> {
         let raw = &row.fields[col];
@@ -149,7 +257,11 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
     let y: i64 = d.next()?.parse().ok()?;
     let m: i64 = d.next()?.parse().ok()?;
     let day: i64 = d.next()?.parse().ok()?;
-    if d.next().is_some() || !(1..=12).contains(&m) || !(1..=31).contains(&day) {
+    if d.next().is_some()
+        || !(1..=9999).contains(&y)
+        || !(1..=12).contains(&m)
+        || !(1..=31).contains(&day)
+    {
         return None;
     }
     let secs = match time {
@@ -159,7 +271,11 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
             let h: i64 = p.next()?.parse().ok()?;
             let mi: i64 = p.next()?.parse().ok()?;
             let se: i64 = p.next().map_or(Some(0), |x| x.parse().ok())?;
-            if p.next().is_some() || h > 23 || mi > 59 || se > 60 {
+            if p.next().is_some()
+                || !(0..=23).contains(&h)
+                || !(0..=59).contains(&mi)
+                || !(0..=60).contains(&se)
+            {
                 return None;
             }
             h * 3600 + mi * 60 + se
@@ -191,6 +307,25 @@ mod tests {
         assert_eq!(parse_timestamp("2000-03-01T00:00"), Some(951_868_800));
         assert_eq!(parse_timestamp("2017-13-01"), None);
         assert_eq!(parse_timestamp("yesterday"), None);
+        // Years past 9999 would overflow the day count; negative times of day are no times.
+        assert_eq!(parse_timestamp("99999999999999999-01-01"), None);
+        assert_eq!(parse_timestamp("2017-10-09 -1:00"), None);
+    }
+
+    #[test]
+    fn text_that_is_not_utf8_is_located() {
+        let dir = std::env::temp_dir().join(format!("lockstep-table-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.csv");
+        std::fs::write(&path, b"a,b\n1,K\xf6ln\n").unwrap();
+        let err = read_file(&path).expect_err("not UTF-8");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(err.line, 2);
+        assert!(
+            err.message
+                .starts_with("byte 7 (column 4) is not valid UTF-8"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -199,6 +334,31 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "t.csv:4: 1 fields, but the header has 2 (a,b)"
+        );
+    }
+
+    #[test]
+    fn bounded_numbers_say_they_are_too_large() {
+        let t = Table::parse("t.csv", "n\n129\n18446744073709551616\nx\n-1\n128\n").expect("valid");
+        let got: Vec<String> = t
+            .rows
+            .iter()
+            .map(
+                |r| match t.bounded(r, 0, "a whole number", 128, "the most a node holds") {
+                    Ok(v) => v.to_string(),
+                    Err(e) => e.to_string(),
+                },
+            )
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "t.csv:2: n: 129 is more than 128, the most a node holds (see \"Limits\" in README.md)",
+                "t.csv:3: n: 18446744073709551616 is more than 128, the most a node holds (see \"Limits\" in README.md)",
+                "t.csv:4: n: \"x\" is not a whole number",
+                "t.csv:5: n: \"-1\" is not a whole number",
+                "128",
+            ]
         );
     }
 

@@ -10,7 +10,8 @@ use std::path::Path;
 
 use crate::readers::table::{Table, read_file};
 use crate::trace::{
-    JobSpec, PodShape, RACK_LABEL, Trace, TraceBuilder, TraceError, gib, split_gpus,
+    JobSpec, PodShape, RACK_LABEL, Trace, TraceBuilder, TraceError, gib, limits, split_gpus,
+    split_pods,
 };
 
 /// The cluster of a Tiresias cluster spec.
@@ -57,22 +58,76 @@ pub fn parse_cluster_spec(file: &str, text: &str) -> Result<ClusterSpec, TraceEr
             return Err(table.error(extra, "a cluster spec has exactly one row"));
         }
     };
-    let mut v = [0i64; 5];
-    for (slot, &c) in v.iter_mut().zip(&cols) {
-        *slot = table.int(row, c, "a whole number")?;
-    }
-    if v[0] == 0 || v[1] == 0 || v[2] == 0 {
+    let nodes_limit = limits::NODES as i64;
+    let switches = table.bounded(
+        row,
+        cols[0],
+        "a whole number",
+        nodes_limit,
+        "the most nodes a cluster may have",
+    )?;
+    let per_switch = table.bounded(
+        row,
+        cols[1],
+        "a whole number",
+        nodes_limit,
+        "the most nodes a cluster may have",
+    )?;
+    let gpus = table.bounded(
+        row,
+        cols[2],
+        "a whole number",
+        limits::GPUS_PER_NODE,
+        "the most GPUs a node may have",
+    )?;
+    let cpus = table.bounded(
+        row,
+        cols[3],
+        "a whole number",
+        limits::CPU_MILLI / 1000,
+        "the most CPUs a node may have",
+    )?;
+    let memory = table.bounded(
+        row,
+        cols[4],
+        "a whole number",
+        limits::MEMORY >> 30,
+        "the most GiB of memory a node may have, 64 TiB",
+    )?;
+    if switches == 0 || per_switch == 0 || gpus == 0 {
         return Err(table.error(
             row,
             "switches, nodes per switch and GPUs per node must be > 0",
         ));
     }
+    if switches * per_switch > nodes_limit {
+        return Err(table.error(
+            row,
+            format!(
+                "{switches} switches x {per_switch} nodes is {} nodes, more than {nodes_limit}, \
+                 the most nodes a cluster may have (see \"Limits\" in README.md)",
+                switches * per_switch
+            ),
+        ));
+    }
+    if switches * per_switch * gpus > limits::GPUS {
+        return Err(table.error(
+            row,
+            format!(
+                "{} nodes x {gpus} GPUs is {} GPUs, more than {}, the most a cluster may have \
+                 (see \"Limits\" in README.md)",
+                switches * per_switch,
+                switches * per_switch * gpus,
+                limits::GPUS
+            ),
+        ));
+    }
     Ok(ClusterSpec {
-        switches: v[0] as usize,
-        nodes_per_switch: v[1] as usize,
-        gpus_per_node: v[2],
-        cpus_per_node: v[3],
-        memory_gib_per_node: v[4],
+        switches: switches as usize,
+        nodes_per_switch: per_switch as usize,
+        gpus_per_node: gpus,
+        cpus_per_node: cpus,
+        memory_gib_per_node: memory,
     })
 }
 
@@ -102,15 +157,37 @@ pub fn parse_tiresias(file: &str, text: &str, spec: &ClusterSpec) -> Result<Trac
     }
     let cpu_per_gpu = spec.cpus_per_node * 1000 / spec.gpus_per_node;
     let mem_per_gpu = gib(spec.memory_gib_per_node) / spec.gpus_per_node;
+    let per_node = spec.gpus_per_node.clamp(1, limits::GPUS_PER_NODE);
+    let mut pods_total: i64 = 0;
     let mut names = std::collections::BTreeSet::new();
     for row in &table.rows {
-        let id = &row.fields[c_id];
+        let id = table.object_name(row, c_id)?;
         if !names.insert(id.to_string()) {
             return Err(table.error(row, format!("job_id {id:?} appears twice")));
         }
-        let gpus = table.int(row, c_gpus, "a whole number of GPUs")?;
-        let submit = table.int(row, c_submit, "a whole number of seconds")?;
-        let duration = table.int(row, c_duration, "a whole number of seconds")?;
+        let gpus = table.bounded(
+            row,
+            c_gpus,
+            "a whole number of GPUs",
+            limits::JOB_PODS * per_node,
+            &format!(
+                "the most GPUs one job may ask for, {} pods of {per_node} GPUs",
+                limits::JOB_PODS
+            ),
+        )?;
+        let submit = table.seconds(row, c_submit)?;
+        let duration = table.seconds(row, c_duration)?;
+        pods_total += split_pods(gpus, per_node);
+        if pods_total > limits::PODS as i64 {
+            return Err(table.error(
+                row,
+                format!(
+                    "the trace has more than {} pods here, the most lockstep simulates; \
+                     replay fewer or smaller jobs (see \"Limits\" in README.md)",
+                    limits::PODS
+                ),
+            ));
+        }
         let pods: Vec<PodShape> = split_gpus(gpus, spec.gpus_per_node)
             .into_iter()
             .map(|g| PodShape::new(cpu_per_gpu * g.max(1), mem_per_gpu * g.max(1), g))
@@ -118,8 +195,8 @@ pub fn parse_tiresias(file: &str, text: &str, spec: &ClusterSpec) -> Result<Trac
         let gang = pods.len() > 1;
         b.job(JobSpec {
             name: format!("tiresias-{id}"),
-            arrival: submit as u64,
-            duration: Some(duration as u64),
+            arrival: submit,
+            duration: Some(duration),
             priority_class: None,
             pods,
             gang,
@@ -192,5 +269,16 @@ mod tests {
         )
         .expect_err("zero nodes");
         assert!(err.to_string().starts_with("spec.csv:2: "), "{err}");
+        let err = parse_cluster_spec(
+            "spec.csv",
+            "num_switch,num_node_p_switch,num_gpu_p_node,num_cpu_p_node,mem_p_node\n\
+             100,1000,128,40,256\n",
+        )
+        .expect_err("too many GPUs");
+        assert_eq!(
+            err.to_string(),
+            "spec.csv:2: 100000 nodes x 128 GPUs is 12800000 GPUs, more than 1000000, the most \
+             a cluster may have (see \"Limits\" in README.md)"
+        );
     }
 }
