@@ -34,4 +34,6 @@ if ! (cd "$here" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "$ldflags"
   exit 1
 fi
 mv "$tmp" "$bin"
+# Builds of older sources are of no further use.
+find "$cache" -maxdepth 1 -name 'testenv-*' ! -name "testenv-$key" -type f -delete 2>/dev/null || true
 echo "$bin"

@@ -146,6 +146,7 @@ const RESET: &[(&str, &str, &str, &str)] = &[
         "PodDisruptionBudget",
         "poddisruptionbudgets",
     ),
+    ("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses"),
     ("", "v1", "Node", "nodes"),
     (
         "scheduling.k8s.io",
@@ -196,6 +197,21 @@ pub async fn reset(client: &kube::Client, discovery: &Discovery) -> Result<(), S
                 (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &ar),
                 _ => Api::all_with(client.clone(), &ar),
             };
+            if o.metadata
+                .finalizers
+                .as_ref()
+                .is_some_and(|f| !f.is_empty())
+            {
+                // No controller here removes finalizers (e.g. PodGroup protection).
+                let patch = json!({"metadata": {"finalizers": null}});
+                api.patch(
+                    &name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&patch),
+                )
+                .await
+                .map_err(|e| format!("clearing finalizers of {kind} {name}: {e}"))?;
+            }
             match api.delete(&name, &now).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
@@ -239,8 +255,8 @@ fn priority(o: &Value, classes: &BTreeMap<String, i64>, default: i64) -> i64 {
 }
 
 /// The pending pods grouped into scheduling units, in PrioritySort order (priority
-/// descending, then creation time, then name); a PodGroup's members form one unit
-/// at its first member's place.
+/// descending, then creation time, then name); a PodGroup's members (all the
+/// PodGroups of a CompositePodGroup tree) form one unit at its first member's place.
 fn units(objects: &[Value]) -> Vec<Vec<Value>> {
     let mut classes = BTreeMap::new();
     let mut default = 0;
@@ -276,6 +292,34 @@ fn units(objects: &[Value]) -> Vec<Vec<Value>> {
             })
             .then_with(|| key(a).cmp(&key(b)))
     });
+    // A PodGroup under a CompositePodGroup belongs to the unit of its tree's root.
+    let mut parent: BTreeMap<String, String> = BTreeMap::new();
+    for o in objects
+        .iter()
+        .filter(|o| matches!(kind(o), "PodGroup" | "CompositePodGroup"))
+    {
+        if let Some(p) = o
+            .pointer("/spec/parentCompositePodGroupName")
+            .and_then(Value::as_str)
+        {
+            let ns = key(o).split_once('/').map(|(n, _)| n.to_string());
+            parent.insert(
+                format!("{}:{}", kind(o), key(o)),
+                format!("CompositePodGroup:{}/{p}", ns.unwrap_or_default()),
+            );
+        }
+    }
+    let root = |group: String| {
+        let mut at = format!("PodGroup:{group}");
+        // The API bounds the tree's depth; the bound here only guards against a cycle.
+        for _ in 0..8 {
+            match parent.get(&at) {
+                Some(p) => at = p.clone(),
+                None => break,
+            }
+        }
+        at
+    };
     let mut out: Vec<Vec<Value>> = Vec::new();
     let mut group_unit: BTreeMap<String, usize> = BTreeMap::new();
     for p in pending {
@@ -287,7 +331,7 @@ fn units(objects: &[Value]) -> Vec<Vec<Value>> {
                     .pointer("/metadata/namespace")
                     .and_then(Value::as_str)
                     .unwrap_or("default");
-                format!("{ns}/{g}")
+                root(format!("{ns}/{g}"))
             });
         match group {
             Some(g) => match group_unit.get(&g) {
@@ -302,6 +346,69 @@ fn units(objects: &[Value]) -> Vec<Vec<Value>> {
         }
     }
     out
+}
+
+/// The API server's Priority admission refuses a pod that sets `spec.priority`
+/// itself: such a pod gets a PriorityClass of that value (`priority-<value>`, added
+/// to the case) instead, which both schedulers read the same way. A pod that names
+/// a class keeps only the class.
+fn with_priority_classes(objects: Vec<Value>) -> Vec<Value> {
+    let mut values = BTreeSet::new();
+    let mut out: Vec<Value> = objects
+        .into_iter()
+        .map(|mut o| {
+            if kind(&o) != "Pod" {
+                return o;
+            }
+            let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) else {
+                return o;
+            };
+            if let Some(p) = spec.remove("priority").and_then(|p| p.as_i64())
+                && !spec.contains_key("priorityClassName")
+            {
+                spec.insert("priorityClassName".into(), json!(format!("priority-{p}")));
+                values.insert(p);
+            }
+            o
+        })
+        .collect();
+    for v in values {
+        out.push(
+            json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                        "metadata": {"name": format!("priority-{v}")}, "value": v}),
+        );
+    }
+    out
+}
+
+/// The API server's RuntimeClass admission refuses a pod naming a RuntimeClass that does
+/// not exist, and a pod whose `spec.overhead` differs from its class's: each class the
+/// pods name and the case lacks is added, with the overhead its first pod (in case
+/// order) gives. lockstep reads `spec.overhead` from the pod, as admission leaves it.
+fn with_runtime_classes(mut objects: Vec<Value>) -> Vec<Value> {
+    let defined: BTreeSet<String> = objects
+        .iter()
+        .filter(|o| kind(o) == "RuntimeClass")
+        .filter_map(|o| o.pointer("/metadata/name").and_then(Value::as_str))
+        .map(String::from)
+        .collect();
+    let mut added: BTreeMap<String, Value> = BTreeMap::new();
+    for o in objects.iter().filter(|o| kind(o) == "Pod") {
+        let Some(class) = o.pointer("/spec/runtimeClassName").and_then(Value::as_str) else {
+            continue;
+        };
+        if defined.contains(class) || added.contains_key(class) {
+            continue;
+        }
+        let mut rc = json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                            "metadata": {"name": class}, "handler": class});
+        if let Some(overhead) = o.pointer("/spec/overhead") {
+            rc["overhead"] = json!({ "podFixed": overhead });
+        }
+        added.insert(class.to_string(), rc);
+    }
+    objects.extend(added.into_values());
+    objects
 }
 
 /// Strips what the API server adds that a manifest author would not write.
@@ -455,6 +562,12 @@ fn verdict(kube: &Outcome, lockstep: &Outcome, tied: &[String], same_victims: bo
                 Verdict::Message
             }
         }
+        // Neither placed the pod; one found it unschedulable, the other waits (for its
+        // gang's members, a PodGroup, a claim): the same placement, other words.
+        (
+            Outcome::Unschedulable { .. } | Outcome::Undecided { .. },
+            Outcome::Unschedulable { .. } | Outcome::Undecided { .. },
+        ) => Verdict::Message,
         _ => Verdict::Placement,
     }
 }
@@ -492,6 +605,7 @@ async fn run_case_inner(
             o
         })
         .collect();
+    let objects = with_runtime_classes(with_priority_classes(objects));
     let base: Vec<Value> = objects
         .iter()
         .filter(|o| !is_pending_for_default_scheduler(o))
@@ -530,9 +644,20 @@ async fn run_case_inner(
         } = lockstep_decide(&state, &unit)?;
 
         loader.create_all(&unit).await.map_err(|e| e.to_string())?;
+        for p in &unit {
+            let (ns, name) = key(p)
+                .split_once('/')
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .expect("namespace/name");
+            loader
+                .create_claims_from_templates(&ns, &name)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
         let keys: Vec<String> = unit.iter().map(key).collect();
         let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
-        let deadline = tokio::time::Instant::now() + DECISION_TIMEOUT;
+        let started = tokio::time::Instant::now();
+        let deadline = started + DECISION_TIMEOUT;
         while outcomes.len() < keys.len() && tokio::time::Instant::now() < deadline {
             for k in &keys {
                 if outcomes.contains_key(k) {
@@ -552,6 +677,14 @@ async fn run_case_inner(
             if outcomes.len() < keys.len() {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
+        }
+        if std::env::var_os("LOCKSTEP_COMPARE_TRACE").is_some() {
+            eprintln!(
+                "{} {:?}: kube-scheduler answered in {:?}",
+                case.name,
+                keys,
+                started.elapsed()
+            );
         }
         // Victims: pods bound before the unit that are gone or going now.
         let after = list_all(client, &pods_ar()).await?;

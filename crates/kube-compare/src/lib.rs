@@ -13,4 +13,5 @@
 pub mod compare;
 pub mod fixtures;
 pub mod generate;
+pub mod known;
 pub mod summary;

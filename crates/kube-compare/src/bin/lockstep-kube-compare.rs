@@ -2,7 +2,8 @@
 //! by decision, over the scenario fixtures and random small clusters.
 //!
 //! ```text
-//! lockstep-kube-compare [--fixtures] [--random N] [--seed S] [--json FILE] [--differences]
+//! lockstep-kube-compare [--fixtures] [--random N] [--seed S] [--only TEXT ...] [--json FILE]
+//!                       [--differences] [--dump DIR]
 //! ```
 
 use std::path::PathBuf;
@@ -37,6 +38,9 @@ struct Args {
     /// `lockstep schedule -f`.
     #[arg(long, value_name = "DIR")]
     dump: Option<PathBuf>,
+    /// Only the cases whose name contains one of these strings.
+    #[arg(long, value_name = "TEXT")]
+    only: Vec<String>,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -51,6 +55,9 @@ async fn main() -> Result<()> {
             name: format!("random-{}-{i}", args.seed),
             objects: generate::cluster(args.seed, i),
         });
+    }
+    if !args.only.is_empty() {
+        cases.retain(|c| args.only.iter().any(|o| c.name.contains(o.as_str())));
     }
     anyhow::ensure!(
         !cases.is_empty(),
