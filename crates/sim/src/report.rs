@@ -495,6 +495,7 @@ fn fragmentation_chart(metrics: &Metrics) -> String {
             x_format: &pct,
             y_format: &pct,
             y_max: Some(100.0),
+            lines_are: "policies",
         },
         &lines,
     )
@@ -502,14 +503,19 @@ fn fragmentation_chart(metrics: &Metrics) -> String {
 
 // ---- Charts ------------------------------------------------------------------------------
 
-const PALETTE: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
+/// Line colours: the Okabe-Ito palette, distinguishable with the common colour-vision
+/// deficiencies (yellow, the faintest on white, last).
+const PALETTE: [&str; 8] = [
+    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#F0E442",
 ];
+/// Line styles (SVG `stroke-dasharray`), so lines differ in more than colour.
+const DASHES: [&str; 4] = ["", "9 4", "2 3", "12 3 3 3"];
+
+/// The colour and dash pattern of line `i` of a chart: every line of a chart with up to
+/// 32 lines looks different, and a policy keeps its look across charts (its index).
+fn line_style(i: usize) -> (&'static str, &'static str) {
+    (PALETTE[i % PALETTE.len()], DASHES[(i + i / PALETTE.len()) % DASHES.len()])
+}
 
 struct Line {
     name: String,
@@ -523,24 +529,64 @@ struct Chart<'a> {
     x_format: &'a dyn Fn(&f64) -> String,
     y_format: &'a dyn Fn(&f64) -> String,
     y_max: Option<f64>,
+    /// What the lines are (`policies`, `classes`): the legend's `data-lines`, so a check
+    /// can find the charts that must show every policy.
+    lines_are: &'a str,
 }
 
+/// Size of the drawing in SVG user units; the page scales it to its container's width.
+const CHART_SIZE: (u32, u32) = (760, 330);
+
+/// One chart as an HTML figure: an SVG that scales to its container (axes and grid by
+/// plotters, the lines as SVG polylines with their dash patterns) and, below it, an HTML
+/// legend listing every line, so no legend covers a curve.
 fn draw_chart(chart: &Chart, lines: &[Line]) -> String {
     let mut svg = String::new();
+    let mut polylines = Vec::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (760, 330)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, CHART_SIZE).into_drawing_area();
         // Drawing into a string cannot fail for I/O reasons; a failure leaves a blank chart.
-        let _ = draw_into(&root, chart, lines);
+        if let Ok(p) = draw_into(&root, chart, lines) {
+            polylines = p;
+        }
         let _ = root.present();
     }
-    svg
+    // Fixed width and height attributes would keep the drawing from shrinking with the
+    // page; the viewBox plotters writes keeps its proportions.
+    let svg = svg.replacen(
+        &format!("width=\"{}\" height=\"{}\" ", CHART_SIZE.0, CHART_SIZE.1),
+        "preserveAspectRatio=\"xMidYMid meet\" ",
+        1,
+    );
+    let svg = match svg.rfind("</svg>") {
+        Some(at) => format!("{}{}</svg>", &svg[..at], polylines.concat()),
+        None => svg,
+    };
+    let mut out = format!(
+        "<figure class=\"chart\">{svg}<figcaption class=\"legend\" data-lines=\"{}\">",
+        esc(chart.lines_are)
+    );
+    for (i, line) in lines.iter().enumerate() {
+        let (color, dash) = line_style(i);
+        let _ = write!(
+            out,
+            "<span class=\"key\"><svg width=\"30\" height=\"10\" aria-hidden=\"true\">\
+             <line x1=\"1\" y1=\"5\" x2=\"29\" y2=\"5\" stroke=\"{color}\" stroke-width=\"3\" \
+             stroke-dasharray=\"{dash}\"/></svg><span class=\"name\">{}</span></span>",
+            esc(&line.name)
+        );
+    }
+    out.push_str("</figcaption></figure>");
+    out
 }
 
+/// Draws the axes and grid, and returns each line as an SVG polyline in the drawing's
+/// coordinates (earlier lines wider, so identical runs stay visible under later ones).
 fn draw_into<DB: DrawingBackend>(
     root: &DrawingArea<DB, plotters::coord::Shift>,
     spec: &Chart,
     lines: &[Line],
-) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+) -> Result<Vec<String>, DrawingAreaErrorKind<DB::ErrorType>> {
     root.fill(&WHITE)?;
     let all = lines.iter().flat_map(|l| l.points.iter());
     let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0f64);
@@ -573,35 +619,23 @@ fn draw_into<DB: DrawingBackend>(
         .light_line_style(RGBColor(238, 238, 238))
         .bold_line_style(RGBColor(215, 215, 215))
         .draw()?;
-    let n = lines.len() as u32;
+    let n = lines.len();
+    let mut out = Vec::with_capacity(n);
     for (i, line) in lines.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
-        // Earlier lines are drawn wider, so identical runs stay visible under later ones.
-        let width = if n > 1 {
-            2 + (n - 1 - i as u32).min(4)
-        } else {
-            2
-        };
-        chart
-            .draw_series(LineSeries::new(
-                line.points.iter().copied(),
-                color.stroke_width(width),
-            ))?
-            .label(line.name.as_str())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
-            });
+        let (color, dash) = line_style(i);
+        let width = if n > 1 { 2 + (n - 1 - i).min(3) } else { 2 };
+        let mut points = String::new();
+        for &(x, y) in &line.points {
+            let (px, py) = chart.backend_coord(&(x, y.min(y1)));
+            let _ = write!(points, "{px},{py} ");
+        }
+        out.push(format!(
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"{width}\" \
+             stroke-dasharray=\"{dash}\" stroke-linejoin=\"round\" points=\"{}\"/>",
+            points.trim_end()
+        ));
     }
-    if lines.len() > 1 {
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(200, 200, 200))
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font(("sans-serif", 13))
-            .draw()?;
-    }
-    Ok(())
+    Ok(out)
 }
 
 /// The time unit for an x axis spanning `end` seconds.
@@ -672,6 +706,7 @@ fn charts(metrics: &Metrics) -> Vec<String> {
             x_format: &x_fmt,
             y_format: &pct,
             y_max: Some(1.0),
+            lines_are: "policies",
         },
         &series_lines(metrics, unit, |r| &r.series.gpu_allocation),
     ));
@@ -683,6 +718,7 @@ fn charts(metrics: &Metrics) -> Vec<String> {
             x_format: &x_fmt,
             y_format: &plain,
             y_max: None,
+            lines_are: "policies",
         },
         &series_lines(metrics, unit, |r| &r.series.pending_jobs),
     ));
@@ -695,15 +731,15 @@ fn charts(metrics: &Metrics) -> Vec<String> {
             .map(|&(s, f)| (((s.max(1)) as f64).log10(), f))
             .collect(),
     };
-    if let Some(first) = metrics.runs.first() {
-        let lines: Vec<Line> = first
+    for run in &metrics.runs {
+        let lines: Vec<Line> = run
             .queueing_delay_cdf
             .iter()
             .filter(|c| c.priority_class != "all")
             .filter(|c| !c.points.is_empty())
             .map(|c| cdf_line(c.priority_class.clone(), &c.points))
             .collect();
-        let title = format!("Queueing delay by priority class ({})", first.policy.name);
+        let title = format!("Queueing delay by priority class ({})", run.policy.name);
         out.push(draw_chart(
             &Chart {
                 title: &title,
@@ -712,6 +748,7 @@ fn charts(metrics: &Metrics) -> Vec<String> {
                 x_format: &log_x,
                 y_format: &pct,
                 y_max: Some(1.0),
+                lines_are: "classes",
             },
             &lines,
         ));
@@ -735,6 +772,7 @@ fn charts(metrics: &Metrics) -> Vec<String> {
                 x_format: &log_x,
                 y_format: &pct,
                 y_max: Some(1.0),
+                lines_are: "policies",
             },
             &lines,
         ));
@@ -747,6 +785,7 @@ fn charts(metrics: &Metrics) -> Vec<String> {
             x_format: &x_fmt,
             y_format: &pct,
             y_max: Some(1.0),
+            lines_are: "policies",
         },
         &series_lines(metrics, unit, |r| &r.series.cpu_allocation),
     ));
@@ -758,6 +797,7 @@ fn charts(metrics: &Metrics) -> Vec<String> {
             x_format: &x_fmt,
             y_format: &plain,
             y_max: None,
+            lines_are: "policies",
         },
         &series_lines(metrics, unit, |r| &r.series.fragmented_gpus),
     ));
@@ -794,6 +834,7 @@ fn charts(metrics: &Metrics) -> Vec<String> {
             x_format: &x_fmt,
             y_format: &plain,
             y_max: (evicted == 0).then_some(5.0),
+            lines_are: "policies",
         },
         &preemption,
     ));
@@ -809,18 +850,24 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-const STYLE: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2rem auto;max-width:1600px;padding:0 1.5rem;color:#222}
+const STYLE: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2rem auto;max-width:1600px;padding:0 1.5rem;color:#222;overflow-wrap:anywhere}
 h1{font-size:1.5rem;margin-bottom:.2rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd;padding-bottom:.3rem}
-.sub{color:#666;margin-top:0}table{border-collapse:collapse;margin:.6rem 0;font-size:.92rem}
+.sub{color:#666;margin-top:0}.table{max-width:100%;overflow-x:auto}table{border-collapse:collapse;margin:.6rem 0;font-size:.92rem}
 th,td{padding:.3rem .7rem;border-bottom:1px solid #eee;text-align:right;white-space:nowrap}
 th:first-child,td:first-child{text-align:left}th{background:#f6f6f6}
-.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(560px,1fr));gap:1rem}
-.charts svg{width:100%;height:auto;border:1px solid #eee;border-radius:6px}
+.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,560px),1fr));gap:1rem}
+figure.chart{margin:0;min-width:0;border:1px solid #eee;border-radius:6px;padding:.3rem}
+figure.chart>svg{display:block;width:100%;height:auto}
+.legend{display:flex;flex-wrap:wrap;gap:.3rem 1.1rem;padding:.3rem .5rem;font-size:.85rem}
+.legend .key{display:inline-flex;align-items:center;gap:.35rem}
 .note{color:#555;font-size:.9rem}.warn{color:#a35200}
-dl{display:grid;grid-template-columns:max-content auto;gap:.2rem 1rem}dt{color:#666}dd{margin:0}";
+dl{display:grid;grid-template-columns:max-content minmax(0,auto);gap:.2rem 1rem}dt{color:#666}dd{margin:0}
+@media (max-width:600px){body{margin:1rem auto;padding:0 .6rem}}";
 
+/// A table in a box that scrolls sideways on its own when it is wider than the page, so
+/// the page itself never does.
 fn html_table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
-    out.push_str("<table><tr>");
+    out.push_str("<div class=\"table\"><table><tr>");
     for h in header {
         let _ = write!(out, "<th>{}</th>", esc(h));
     }
@@ -832,7 +879,19 @@ fn html_table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
         }
         out.push_str("</tr>");
     }
-    out.push_str("</table>\n");
+    out.push_str("</table></div>\n");
+}
+
+/// The policies the report compares, in its order (each keeps its line style in every
+/// chart).
+fn policy_names(metrics: &Metrics) -> Vec<String> {
+    let mut names: Vec<String> = metrics.runs.iter().map(|r| r.policy.name.clone()).collect();
+    for r in &metrics.fragmentation_runs {
+        if !names.contains(&r.policy) {
+            names.push(r.policy.clone());
+        }
+    }
+    names
 }
 
 /// The self-contained HTML report.
@@ -843,7 +902,9 @@ pub fn html(metrics: &Metrics, timing: &Timing) -> String {
         out,
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+         <meta name=\"lockstep-policies\" content=\"{}\">\
          <title>lockstep simulate: {}</title><style>{STYLE}</style></head><body>\n",
+        esc(&serde_json::to_string(&policy_names(metrics)).unwrap_or_default()),
         esc(&t.name)
     );
     let _ = writeln!(
@@ -972,6 +1033,16 @@ pub fn metrics_json(metrics: &Metrics) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_line_of_a_chart_looks_different() {
+        let styles: Vec<_> = (0..32).map(super::line_style).collect();
+        for (i, a) in styles.iter().enumerate() {
+            for b in &styles[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+    }
 
     #[test]
     fn durations_read_well() {
