@@ -33,6 +33,7 @@ mod input;
 mod route;
 mod unknown;
 mod workload_api;
+mod workloads;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -77,6 +78,9 @@ pub struct Loaded {
     /// Where each object came from (`file (document N)`), by its display name as errors
     /// name it: `Kind name` for cluster-scoped kinds, `Kind namespace/name` otherwise.
     pub origins: std::collections::BTreeMap<String, String>,
+    /// The owner of each pod a workload object made or counts as its own, by `namespace/name`:
+    /// `RayCluster ml/rc`, `Job ml/train`, ...
+    pub owners: std::collections::BTreeMap<String, String>,
 }
 
 impl Loaded {
