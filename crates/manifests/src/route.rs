@@ -103,7 +103,10 @@ const TYPED_KINDS: &[(&str, &str)] = &[
 ];
 
 /// What the warning for a known kind in an unsupported apiVersion adds about the versions read.
-fn supported_versions(kind: &str) -> &'static str {
+fn supported_versions(kind: &str) -> String {
+    if let Some((version, _)) = workloads::KINDS.iter().find(|(_, k)| *k == kind) {
+        return format!("; lockstep reads {version}");
+    }
     match kind {
         "Workload" | "PodGroup" | "CompositePodGroup" => {
             "; lockstep reads scheduling.k8s.io/v1beta1 and scheduling.k8s.io/v1alpha3"
@@ -113,6 +116,7 @@ fn supported_versions(kind: &str) -> &'static str {
         }
         _ => "",
     }
+    .to_string()
 }
 
 impl Collected {
