@@ -839,9 +839,7 @@ metadata: {name: web-0, namespace: default}
 spec:
   containers: [{name: other, image: other}]
 ";
-    let loaded = ok(&(app("ReplicaSet", "  replicas: 1\n")
-        .replace("app: web}}\n    spec", "app: web}}\n    spec")
-        + taken));
+    let loaded = ok(&(app("ReplicaSet", "  replicas: 1\n") + taken));
     assert_eq!(pod_names(&loaded), ["default/web-0", "default/web-1"]);
     // A fixed name (a StatefulSet ordinal) held by a pod the controller does not own is an
     // error.

@@ -149,15 +149,11 @@ pub(crate) fn expand(
             ));
         }
         let mut spec = r.template.spec.clone().unwrap_or_default();
-        if spec
-            .template
-            .spec
-            .as_ref()
-            .is_some_and(|s| s.restart_policy.is_none())
+        // JobSet's default restart policy.
+        if let Some(s) = spec.template.spec.as_mut()
+            && s.restart_policy.is_none()
         {
-            if let Some(s) = spec.template.spec.as_mut() {
-                s.restart_policy = Some("OnFailure".into());
-            }
+            s.restart_policy = Some("OnFailure".into());
         }
         for index in 0..replicas {
             let name = job_name(owner.name, &r.name, index);

@@ -602,10 +602,9 @@ fn expand_spec(
         let index_of = |p: &core::Pod| {
             label(p, "ray.io/worker-group-replica-index").and_then(|v| v.parse::<i64>().ok())
         };
-        // Replicas: (index, name of the replica group) to create.
+        // Replica indexes in use, and how many replicas to create.
         let mut used: BTreeSet<i64> = BTreeSet::new();
-        let to_create: i64;
-        if hosts > 1 {
+        let to_create = if hosts > 1 {
             let mut replicas: HashMap<&str, Vec<&core::Pod>> = HashMap::new();
             for p in &running {
                 if let Some(r) = label(p, "ray.io/worker-group-replica-name") {
@@ -621,11 +620,11 @@ fn expand_spec(
                     used.insert(i);
                 }
             }
-            to_create = (desired[i] / hosts - complete.len() as i64).max(0);
+            (desired[i] / hosts - complete.len() as i64).max(0)
         } else {
             used.extend(running.iter().filter_map(|p| index_of(p)));
-            to_create = (desired[i] - running.len() as i64).max(0);
-        }
+            (desired[i] - running.len() as i64).max(0)
+        };
         let mut next = 0i64;
         for _ in 0..to_create {
             while used.contains(&next) {
