@@ -846,3 +846,20 @@ spec:
     let e = err(&(app("StatefulSet", "  replicas: 1\n") + taken));
     assert_contains(&e, &["StatefulSet default/web", "Pod default/web-0"]);
 }
+
+#[test]
+fn generated_group_names_must_be_valid_names() {
+    let e = err(&ray(
+        "  annotations: {ray.io/k8s-workload-scheduling: \"true\"}\n",
+        "",
+        &worker_group("GPU_big", "    replicas: 1\n", "1"),
+    ));
+    assert_contains(
+        &e,
+        &[
+            "RayCluster ml/rc",
+            "PodGroup \"rc-worker-GPU_big\"",
+            "not a valid name",
+        ],
+    );
+}

@@ -518,6 +518,15 @@ fn resolve_clash(
     name: &str,
     found: Option<(&Origin, &ObjectMeta)>,
 ) -> Result<bool, LoadError> {
+    if let Some(why) = dns1123_subdomain_error(name) {
+        return Err(owner.invalid(
+            "metadata.name",
+            format!(
+                "the controller would create {kind} {name:?}, which is not a valid name: {why}; \
+                 rename the object (or the group it is named after)"
+            ),
+        ));
+    }
     let Some((origin, meta)) = found else {
         return Ok(true);
     };
