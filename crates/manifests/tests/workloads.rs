@@ -863,3 +863,41 @@ fn generated_group_names_must_be_valid_names() {
         ],
     );
 }
+
+#[test]
+fn a_pod_group_of_the_controllers_name_is_reused_when_owned_and_an_error_otherwise() {
+    let cluster = ray(
+        "  labels: {ray.io/gang-scheduling-enabled: \"true\"}\n",
+        "",
+        &worker_group("a", "    replicas: 1\n", "1"),
+    );
+    let manifest = |owner_refs: &str| {
+        format!(
+            "---
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata:
+  name: rc-cluster
+  namespace: ml
+{owner_refs}spec:
+  schedulingPolicy:
+    gang: {{minCount: 2}}
+"
+        )
+    };
+    let owned = ok(&(cluster.clone()
+        + &manifest(
+            "  ownerReferences: [{apiVersion: ray.io/v1, kind: RayCluster, name: rc, uid: u, controller: true}]\n",
+        )));
+    assert_eq!(group_names(&owned), ["rc-cluster"]);
+    // The input's group is the one used: its minCount, not the controller's 2 + 1.
+    assert_eq!(
+        group(&owned, "rc-cluster").policy,
+        GroupPolicy::Gang { min: 2 }
+    );
+    let e = err(&(cluster + &manifest("")));
+    assert_contains(
+        &e,
+        &["RayCluster ml/rc", "PodGroup ml/rc-cluster", "does not own"],
+    );
+}
