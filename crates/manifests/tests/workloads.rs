@@ -901,3 +901,30 @@ metadata:
         &["RayCluster ml/rc", "PodGroup ml/rc-cluster", "does not own"],
     );
 }
+
+#[test]
+fn workload_objects_asking_for_too_many_pods_are_refused_before_any_is_made() {
+    let e = err(&app("Deployment", "  replicas: 2000000000\n"));
+    assert_contains(
+        &e,
+        &[
+            "Deployment default/web",
+            "spec.replicas",
+            "at most 1000000 pods",
+        ],
+    );
+    let e = err(&LWS
+        .replace("replicas: 2", "replicas: 100000")
+        .replace("size: 3", "size: 100"));
+    assert_contains(&e, &["LeaderWorkerSet ml/lws", "at most 1000000 pods"]);
+    let e = err(&ray(
+        "",
+        "",
+        &worker_group("a", "    replicas: 2000000\n", "1"),
+    ));
+    assert_contains(&e, &["RayCluster ml/rc", "spec.workerGroupSpecs"]);
+    let e = err(&job("  parallelism: 2000000\n"));
+    assert_contains(&e, &["Job ml/train", "spec.parallelism"]);
+    let e = err(&jobset("", &replicated("w", 100000, 100)));
+    assert_contains(&e, &["JobSet ml/js", "spec.replicatedJobs[0].replicas"]);
+}

@@ -93,6 +93,7 @@ fn generated(
 ) -> Result<Expansion, LoadError> {
     super::non_negative(owner, "spec.replicas", replicas)?;
     let want = i64::from(replicas.unwrap_or(1));
+    super::check_pod_count(owner, "spec.replicas", want)?;
     let create = (want - counted.len() as i64).max(0);
     let mut out = Expansion {
         adopted: counted,
@@ -161,6 +162,7 @@ pub(crate) fn expand_stateful_set(
     let start = spec.ordinals.as_ref().and_then(|o| o.start).unwrap_or(0);
     super::non_negative(owner, "spec.ordinals.start", Some(start))?;
     let replicas = spec.replicas.unwrap_or(1);
+    super::check_pod_count(owner, "spec.replicas", i64::from(replicas))?;
     let mut out = Expansion::default();
     let present: BTreeSet<String> = existing
         .all(owner.namespace)

@@ -311,6 +311,7 @@ pub(crate) fn pods(
         return Ok((Vec::new(), Vec::new()));
     }
     let parallelism = i64::from(spec.parallelism.unwrap_or(1));
+    super::check_pod_count(owner, &format!("{at}.parallelism"), parallelism)?;
 
     let owned: Vec<&core::Pod> = existing
         .all(owner.namespace)

@@ -130,8 +130,21 @@ pub(crate) fn expand(
         .and_then(|a| a.get(EXCLUSIVE_KEY))
         .cloned();
     let mut global = 0i64;
+    let mut pods_wanted = 0i64;
     for (i, r) in rjobs.iter().enumerate() {
         let replicas = i64::from(r.replicas.unwrap_or(1));
+        let parallelism = r
+            .template
+            .spec
+            .as_ref()
+            .and_then(|s| s.parallelism)
+            .unwrap_or(1);
+        pods_wanted = pods_wanted.saturating_add(replicas.saturating_mul(i64::from(parallelism)));
+        super::check_pod_count(
+            owner,
+            &format!("spec.replicatedJobs[{i}].replicas"),
+            pods_wanted,
+        )?;
         let exclusive = jobset_exclusive.clone().or_else(|| {
             r.template
                 .metadata

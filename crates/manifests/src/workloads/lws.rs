@@ -119,6 +119,11 @@ pub(crate) fn expand(
         .map(name_of)
         .collect();
     let replicas = spec.replicas.unwrap_or(1);
+    super::check_pod_count(
+        owner,
+        "spec.replicas",
+        i64::from(replicas) * i64::from(size),
+    )?;
     let mut groups_made = false;
     for g in 0..replicas {
         let leader_name = format!("{}-{g}", owner.name);

@@ -364,6 +364,11 @@ pub(crate) fn expand(collected: &mut Collected) -> Result<(), LoadError> {
             Object::LeaderWorkerSet(o) => lws::expand(&owner, o, &existing)?,
         };
         add_expansion(collected, &owner, expansion, &mut taken, &mut new_pods)?;
+        check_pod_count(
+            &owner,
+            "(all workload objects so far)",
+            new_pods.len() as i64,
+        )?;
     }
     collected.pods.extend(new_pods);
     Ok(())
@@ -541,6 +546,25 @@ fn resolve_clash(
             owner.namespace, owner.object
         ),
     ))
+}
+
+/// The most pods workload objects may expand into, together (as many as a trace may hold).
+pub(crate) const MAX_PODS: i64 = 1_000_000;
+
+/// Refuses an object that asks for more than [`MAX_PODS`] pods (`count`, from the field at
+/// `path`) before any is made.
+pub(crate) fn check_pod_count(owner: &Owner, path: &str, count: i64) -> Result<(), LoadError> {
+    if count > MAX_PODS {
+        return Err(LoadError::Limit {
+            origin: owner.origin.clone(),
+            message: format!(
+                "{}: field {path}: {count} pods; workload objects may expand into at most \
+                 {MAX_PODS} pods; ask for fewer",
+                owner.object
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Requires `value` to be at least 0 (an `int32` count of the API).

@@ -436,7 +436,8 @@ fn expand_spec(
 
     // Groups and their PodGroups.
     let desired: Vec<i64> = groups.iter().map(desired_workers).collect();
-    let total: i64 = desired.iter().sum();
+    let total: i64 = desired.iter().fold(0i64, |a, d| a.saturating_add(*d));
+    super::check_pod_count(owner, &format!("{at}.workerGroupSpecs"), total)?;
     let head_group: Option<String>;
     let mut worker_groups: Vec<Option<String>> = vec![None; groups.len()];
     match mapping {
