@@ -356,7 +356,10 @@ pub(crate) fn pods(
     for index in indexes {
         let mut pod = NewPod::from_template(
             template,
-            PodName::Generate(pod_prefix(job.name, index)),
+            match index {
+                Some(_) => PodName::Indexed(pod_prefix(job.name, index)),
+                None => PodName::Generate(pod_prefix(job.name, index)),
+            },
             job.controller.clone(),
             format!("{at}.template"),
         );

@@ -15,7 +15,8 @@
 //! name (`metadata.generateName`: KubeRay's `<cluster>-<group>-worker-`, the Job controller's
 //! `<job>-` and `<job>-<index>-`, a ReplicaSet's `<name>-`) gets, in place of the API
 //! server's five random characters, the smallest number from 0 that makes the name unused
-//! in its namespace: `rc-gpu-worker-0`, `train-3-0`, `web-0`.
+//! in its namespace: `rc-gpu-worker-0`, `web-0`; the pod of an Indexed Job's completion
+//! index drops the suffix while the name is unused (`train-3`, then `train-3-0`).
 
 mod apps;
 mod job;
@@ -115,6 +116,10 @@ pub(crate) enum PodName {
     Fixed(String),
     /// `metadata.generateName`: the prefix, ending in `-`, of a name the API server completes.
     Generate(String),
+    /// The pod of one completion index (`<job>-<index>-` as generateName): named
+    /// `<job>-<index>` while that is unused, so an indexed Job `j` gives `j-0`, `j-1`, ...
+    /// (the `schedule` contract), then `<job>-<index>-0`, ...
+    Indexed(String),
 }
 
 /// A pod a controller would create.
@@ -475,6 +480,13 @@ fn add_expansion(
                 .map(|n| format!("{prefix}{n}"))
                 .find(|n| !taken.contains(&(ns.clone(), n.clone())))
                 .expect("an unused name exists"),
+            PodName::Indexed(prefix) => {
+                let base = prefix.trim_end_matches('-').to_string();
+                std::iter::once(base)
+                    .chain((0u64..).map(|n| format!("{prefix}{n}")))
+                    .find(|n| !taken.contains(&(ns.clone(), n.clone())))
+                    .expect("an unused name exists")
+            }
         };
         if let Some(why) = dns1123_subdomain_error(&name) {
             return Err(owner.invalid(
