@@ -180,7 +180,8 @@ fn schedule(args: &ScheduleArgs) -> Result<String> {
     report_warnings(&loaded, args.strict)?;
     let decisions =
         lockstep_engine::schedule(&loaded.cluster, options).map_err(|e| setup_error(&loaded, e))?;
-    let report = output::Report::new(&loaded.cluster, &decisions);
+    let mut report = output::Report::new(&loaded.cluster, &decisions);
+    report.summarize_owners(&loaded.cluster, &loaded.owners);
     Ok(match args.output {
         Format::Table => report.table(),
         Format::Json => serde_json::to_string_pretty(&report)? + "\n",

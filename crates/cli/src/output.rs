@@ -15,6 +15,19 @@ pub struct Report {
     pub skipped: Vec<PodMessage>,
     pub pod_groups: Vec<PodGroupStatus>,
     pub allocations: Vec<Allocation>,
+    /// Per workload object (RayCluster, Job, ...): its pods bound after the run, of all its
+    /// pods. Shown by the table only.
+    #[serde(skip)]
+    pub owners: Vec<OwnerSummary>,
+}
+
+/// How many of a workload object's pods are bound once the run is over.
+#[derive(Debug, PartialEq, Eq)]
+pub struct OwnerSummary {
+    /// e.g. `RayCluster ml/rc`.
+    pub owner: String,
+    pub bound: usize,
+    pub pods: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -150,7 +163,41 @@ impl Report {
                 v.sort_by(|a, b| (&a.pod, &a.claim).cmp(&(&b.pod, &b.claim)));
                 v
             },
+            owners: Vec::new(),
         }
+    }
+
+    /// Counts, per owner in `owners` (`namespace/pod` -> `Kind ns/name`), the owner's pods
+    /// that are bound after the run: running before and not evicted, or bound by it.
+    pub fn summarize_owners(
+        &mut self,
+        cluster: &Cluster,
+        owners: &std::collections::BTreeMap<String, String>,
+    ) {
+        use std::collections::{BTreeMap, HashSet};
+        let bound: HashSet<&str> = self.bindings.iter().map(|b| b.pod.as_str()).collect();
+        let evicted: HashSet<&str> = self.evictions.iter().map(|e| e.pod.as_str()).collect();
+        let mut counts: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+        for pod in &cluster.pods {
+            let key = pod.key();
+            let Some(owner) = owners.get(&key) else {
+                continue;
+            };
+            let entry = counts.entry(owner.as_str()).or_default();
+            entry.1 += 1;
+            let running = pod.is_bound() && !evicted.contains(key.as_str());
+            if running || bound.contains(key.as_str()) {
+                entry.0 += 1;
+            }
+        }
+        self.owners = counts
+            .into_iter()
+            .map(|(owner, (bound, pods))| OwnerSummary {
+                owner: owner.to_string(),
+                bound,
+                pods,
+            })
+            .collect();
     }
 
     /// A terminal-friendly rendering: one section per non-empty list and a summary line.
@@ -255,6 +302,13 @@ impl Report {
                 .map(|g| vec![g.name.clone(), g.scheduled.to_string(), g.message.clone()])
                 .collect(),
         );
+        if !self.owners.is_empty() {
+            let _ = writeln!(out, "WORKLOADS");
+            for o in &self.owners {
+                let _ = writeln!(out, "  {}: {}/{} pods bound", o.owner, o.bound, o.pods);
+            }
+            out.push('\n');
+        }
         let _ = writeln!(
             out,
             "{} bound, {} evicted, {} unschedulable, {} waiting, {} skipped",

@@ -109,3 +109,29 @@ fn an_unknown_field_warns_and_strict_makes_it_an_error() {
         );
     }
 }
+
+#[test]
+fn the_table_sums_up_workload_objects() {
+    let out = lockstep(&["schedule", "-f", "examples/ray"]);
+    check(&out, "examples/ray");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("WORKLOADS\n  RayCluster ml/llm: 6/6 pods bound\n"),
+        "{table}"
+    );
+    let out = lockstep(&[
+        "schedule",
+        "-f",
+        "tests/scenarios/ray-per-group-gangs/input.yaml",
+    ]);
+    check(&out, "ray-per-group-gangs");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("  RayCluster ml/rc: 3/5 pods bound\n"),
+        "{table}"
+    );
+    // The JSON contract is unchanged: no field for it.
+    let out = lockstep(&["schedule", "-f", "examples/ray", "-o", "json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(json.get("owners").is_none());
+}

@@ -17,8 +17,12 @@
 //! allocation status, ResourceClaimTemplate) and pods' `spec.resourceClaims`, validated object
 //! by object as the API server does, with quantities in whole base units. CEL expressions are
 //! kept as text: `lockstep-dra` compiles them (this crate must not depend on it), and whether a
-//! claim, template or class named elsewhere exists is left to it and the engine. Any other
-//! kind, or a known kind in another apiVersion, is skipped with a warning.
+//! claim, template or class named elsewhere exists is left to it and the engine. Workload
+//! objects (`ray.io/v1` RayCluster and RayJob, `batch/v1` Job, `jobset.x-k8s.io/v1alpha2`
+//! JobSet, `apps/v1` Deployment, ReplicaSet and StatefulSet, `leaderworkerset.x-k8s.io/v1`
+//! LeaderWorkerSet) are expanded into the pods and groups their controllers would create
+//! (see `workloads`). Any other kind, or a known kind in another apiVersion, is skipped with a
+//! warning.
 //!
 //! It must not schedule, print, exit or panic: bad input is a [`LoadError`] naming the file,
 //! the document, the object and the field, and saying what to do; nothing is half-loaded.
@@ -33,6 +37,7 @@ mod input;
 mod route;
 mod unknown;
 mod workload_api;
+mod workloads;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -77,6 +82,9 @@ pub struct Loaded {
     /// Where each object came from (`file (document N)`), by its display name as errors
     /// name it: `Kind name` for cluster-scoped kinds, `Kind namespace/name` otherwise.
     pub origins: std::collections::BTreeMap<String, String>,
+    /// The owner of each pod a workload object made or counts as its own, by `namespace/name`:
+    /// `RayCluster ml/rc`, `Job ml/train`, ...
+    pub owners: std::collections::BTreeMap<String, String>,
 }
 
 impl Loaded {

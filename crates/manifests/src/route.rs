@@ -17,6 +17,7 @@ use crate::documents::Document;
 use crate::error::{LoadError, Origin};
 use crate::unknown::{self, UnknownField};
 use crate::workload_api;
+use crate::workloads;
 
 /// One routed object with what messages need to name it.
 pub(crate) struct Entry<T> {
@@ -30,7 +31,7 @@ pub(crate) struct Entry<T> {
 }
 
 impl Entry<()> {
-    fn with<T>(self, value: T) -> Entry<T> {
+    pub(crate) fn with<T>(self, value: T) -> Entry<T> {
         Entry {
             origin: self.origin,
             object: self.object,
@@ -58,6 +59,11 @@ pub(crate) struct Collected {
     pub resource_slices: Vec<Entry<resource::ResourceSlice>>,
     pub resource_claims: Vec<Entry<resource::ResourceClaim>>,
     pub resource_claim_templates: Vec<Entry<resource::ResourceClaimTemplate>>,
+    /// Workload objects (RayCluster, Job, ...), expanded by [`crate::workloads::expand`].
+    pub workload_objects: Vec<Entry<workloads::Object>>,
+    /// (`namespace/pod`, owner such as `RayCluster ml/rc`) for the pods workload objects
+    /// made or counted as theirs.
+    pub owners: Vec<(String, String)>,
     pub warnings: Vec<String>,
     /// Fields the objects' API types do not define, in input order.
     pub unknown_fields: Vec<UnknownField>,
@@ -97,7 +103,10 @@ const TYPED_KINDS: &[(&str, &str)] = &[
 ];
 
 /// What the warning for a known kind in an unsupported apiVersion adds about the versions read.
-fn supported_versions(kind: &str) -> &'static str {
+fn supported_versions(kind: &str) -> String {
+    if let Some((version, _)) = workloads::KINDS.iter().find(|(_, k)| *k == kind) {
+        return format!("; lockstep reads {version}");
+    }
     match kind {
         "Workload" | "PodGroup" | "CompositePodGroup" => {
             "; lockstep reads scheduling.k8s.io/v1beta1 and scheduling.k8s.io/v1alpha3"
@@ -107,6 +116,7 @@ fn supported_versions(kind: &str) -> &'static str {
         }
         _ => "",
     }
+    .to_string()
 }
 
 impl Collected {
@@ -149,12 +159,18 @@ impl Collected {
 
         let (namespace, name) = metadata(map, &origin, &kind)?;
 
-        if !TYPED_KINDS.contains(&(api_version.as_str(), kind.as_str())) {
+        let typed = TYPED_KINDS.contains(&(api_version.as_str(), kind.as_str()))
+            || workloads::KINDS.contains(&(api_version.as_str(), kind.as_str()));
+        if !typed {
             let name = match &name {
                 Some(n) => format!(" {n:?}"),
                 None => String::new(),
             };
-            let version_note = if TYPED_KINDS.iter().any(|(_, k)| *k == kind) {
+            let version_note = if TYPED_KINDS
+                .iter()
+                .chain(workloads::KINDS)
+                .any(|(_, k)| *k == kind)
+            {
                 format!(" (apiVersion {api_version}{})", supported_versions(&kind))
             } else {
                 String::new()
@@ -181,7 +197,7 @@ impl Collected {
                 | "CompositePodGroup"
                 | "ResourceClaim"
                 | "ResourceClaimTemplate"
-        );
+        ) || workloads::KINDS.iter().any(|(_, k)| *k == kind);
         let namespace = namespaced.then(|| namespace.unwrap_or_else(|| "default".to_string()));
         check_name(&origin, &kind, namespace.as_deref(), &name)?;
         let object = match &namespace {
@@ -284,6 +300,38 @@ impl Collected {
             "ResourceClaimTemplate" => {
                 let template = self.decode(value, &origin, &object)?;
                 self.resource_claim_templates.push(head.with(template));
+            }
+            "RayCluster" => {
+                let o = self.decode(own_object(value), &origin, &object)?;
+                self.add_workload(head, workloads::Object::RayCluster(Box::new(o)));
+            }
+            "RayJob" => {
+                let o = self.decode(own_object(value), &origin, &object)?;
+                self.add_workload(head, workloads::Object::RayJob(Box::new(o)));
+            }
+            "Job" => {
+                let o = self.decode(value, &origin, &object)?;
+                self.add_workload(head, workloads::Object::Job(Box::new(o)));
+            }
+            "JobSet" => {
+                let o = self.decode(own_object(value), &origin, &object)?;
+                self.add_workload(head, workloads::Object::JobSet(Box::new(o)));
+            }
+            "Deployment" => {
+                let o = self.decode(value, &origin, &object)?;
+                self.add_workload(head, workloads::Object::Deployment(Box::new(o)));
+            }
+            "ReplicaSet" => {
+                let o = self.decode(value, &origin, &object)?;
+                self.add_workload(head, workloads::Object::ReplicaSet(Box::new(o)));
+            }
+            "StatefulSet" => {
+                let o = self.decode(value, &origin, &object)?;
+                self.add_workload(head, workloads::Object::StatefulSet(Box::new(o)));
+            }
+            "LeaderWorkerSet" => {
+                let o = self.decode(own_object(value), &origin, &object)?;
+                self.add_workload(head, workloads::Object::LeaderWorkerSet(Box::new(o)));
             }
             _ => unreachable!("every typed kind is matched above"),
         }
@@ -510,6 +558,12 @@ fn metadata(
     Ok((field("namespace")?, field("name")?))
 }
 
+/// An object read into one of the crate's own structs: routing has checked apiVersion and
+/// kind, so they are dropped (the structs do not define them).
+fn own_object(value: Json) -> Json {
+    workload_api_object(value)
+}
+
 /// A Workload API object ready to be read as v1beta1: routing has checked apiVersion and kind,
 /// and v1alpha3 has the same shape, so both are dropped (k8s-openapi would reject v1alpha3).
 fn workload_api_object(mut value: Json) -> Json {
@@ -521,6 +575,10 @@ fn workload_api_object(mut value: Json) -> Json {
 }
 
 impl Collected {
+    fn add_workload(&mut self, head: Entry<()>, object: workloads::Object) {
+        self.workload_objects.push(head.with(object));
+    }
+
     /// Deserializes a typed kind; a mismatch names the field path, and fields the type does
     /// not define are recorded.
     fn decode<T: DeserializeOwned>(

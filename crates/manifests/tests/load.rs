@@ -358,7 +358,8 @@ fn stdin_is_a_source() {
 #[test]
 fn unsupported_kinds_are_warnings() {
     let text = format!(
-        "{}---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\nspec: {{}}\n\
+        "{}---\napiVersion: apps/v1\nkind: DaemonSet\nmetadata: {{name: web}}\nspec: {{}}\n\
+         ---\napiVersion: ray.io/v1alpha1\nkind: RayCluster\nmetadata: {{name: old}}\n\
          ---\napiVersion: v2\nkind: Pod\nmetadata: {{name: future}}\n\
          ---\napiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n",
         pod_yaml("p")
@@ -368,9 +369,11 @@ fn unsupported_kinds_are_warnings() {
     assert_eq!(
         loaded.warnings,
         [
-            "warning: ignoring unsupported kind Deployment \"web\" in test.yaml (document 2)",
-            "warning: ignoring unsupported kind Pod \"future\" (apiVersion v2) in test.yaml (document 3)",
-            "warning: ignoring unsupported kind Kustomization in test.yaml (document 4)",
+            "warning: ignoring unsupported kind DaemonSet \"web\" in test.yaml (document 2)",
+            "warning: ignoring unsupported kind RayCluster \"old\" (apiVersion ray.io/v1alpha1; \
+             lockstep reads ray.io/v1) in test.yaml (document 3)",
+            "warning: ignoring unsupported kind Pod \"future\" (apiVersion v2) in test.yaml (document 4)",
+            "warning: ignoring unsupported kind Kustomization in test.yaml (document 5)",
         ]
     );
 }

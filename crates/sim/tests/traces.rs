@@ -164,6 +164,56 @@ spec:
 }
 
 #[test]
+fn workload_objects_time_their_pods_with_their_own_annotations() {
+    let dir = temp_dir("native-workloads");
+    let mut text = CLUSTER.to_string();
+    text.push_str(&gpu_pod(
+        "a",
+        None,
+        "lockstep.dev/arrival: '0', lockstep.dev/duration: 100s",
+    ));
+    // One group of 2 pods of 4 GPUs: a gang that needs both nodes.
+    text.push_str(
+        "---
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata:
+  name: infer
+  annotations: {lockstep.dev/arrival: '10', lockstep.dev/duration: '50'}
+spec:
+  replicas: 1
+  leaderWorkerTemplate:
+    size: 2
+    workerTemplate:
+      spec:
+        containers:
+        - name: c
+          image: x
+          resources:
+            requests: {cpu: '1', nvidia.com/gpu: '4'}
+            limits: {nvidia.com/gpu: '4'}
+",
+    );
+    std::fs::write(dir.join("trace.yaml"), text).expect("write");
+    let t = native::read_manifests(std::slice::from_ref(&dir)).expect("loads");
+    let jobs: Vec<(&str, u64, Option<u64>, usize, bool)> = t
+        .jobs
+        .iter()
+        .map(|j| (j.name.as_str(), j.arrival, j.duration, j.min_pods, j.gang))
+        .collect();
+    assert_eq!(
+        jobs,
+        vec![
+            ("default/a", 0, Some(100), 1, false),
+            ("default/infer-0", 10, Some(50), 2, true)
+        ]
+    );
+    let r = simulate(&t, policy(), SimOptions::default(), &mut |_, _| {}).expect("runs");
+    assert_eq!(r.jobs[1].first_start, Some(100));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn bad_annotation_names_file_and_document() {
     let dir = temp_dir("native-bad");
     let mut text = CLUSTER.to_string();

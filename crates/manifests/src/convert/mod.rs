@@ -11,7 +11,7 @@ mod node;
 mod pod;
 mod policy;
 pub(crate) mod requests;
-mod selectors;
+pub(crate) mod selectors;
 mod workload;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -141,7 +141,8 @@ pub(crate) fn resource_list(
 
 /// Builds the cluster from everything collected. Nothing is returned unless all of it is
 /// valid.
-pub(crate) fn build(collected: Collected) -> Result<Loaded, LoadError> {
+pub(crate) fn build(mut collected: Collected) -> Result<Loaded, LoadError> {
+    crate::workloads::expand(&mut collected)?;
     let Collected {
         nodes,
         pods,
@@ -158,6 +159,7 @@ pub(crate) fn build(collected: Collected) -> Result<Loaded, LoadError> {
         mut warnings,
         origins,
         unknown_fields,
+        owners,
         ..
     } = collected;
     let mut cluster = Cluster {
@@ -301,5 +303,6 @@ pub(crate) fn build(collected: Collected) -> Result<Loaded, LoadError> {
             .into_iter()
             .map(|(object, origin)| (object, origin.to_string()))
             .collect(),
+        owners: owners.into_iter().collect(),
     })
 }

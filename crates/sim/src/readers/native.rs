@@ -5,6 +5,9 @@
 //!   the start (`90`, `1.5`, or with a unit: `15m`, `2h`, `1d`); default 0;
 //! - `lockstep.dev/duration`: how long it runs once bound; default: until the run ends.
 //!
+//! On a workload object (RayCluster, Job, JobSet, Deployment, ...) the annotations time every
+//! pod it expands into that has none of its own.
+//!
 //! Jobs: the pending pods of one PodGroup are one job (the PodGroup's annotations win, else
 //! the latest arrival and the longest duration among its pods); every other pending pod is a
 //! job of its own. Pods bound in the input (`nodeName`) run from the start, each as its own
@@ -129,6 +132,19 @@ struct Object {
 
 type Key = (String, String, String);
 
+/// Workload objects whose annotations time the pods they expand into (a pod's own
+/// annotations win).
+const WORKLOAD_KINDS: &[&str] = &[
+    "RayCluster",
+    "RayJob",
+    "Job",
+    "JobSet",
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "LeaderWorkerSet",
+];
+
 fn scan_object(
     value: serde_json::Value,
     file: &str,
@@ -145,7 +161,7 @@ fn scan_object(
         }
         return Ok(());
     }
-    if kind != "Pod" && kind != "PodGroup" {
+    if kind != "Pod" && kind != "PodGroup" && !WORKLOAD_KINDS.contains(&kind.as_str()) {
         return Ok(());
     }
     let Some(meta) = obj.metadata else {
@@ -287,6 +303,32 @@ pub fn load_manifests(
                 let json = text.trim_start().starts_with('{');
                 scan_text(STDIN, text, json, &mut timings)?;
             }
+        }
+    }
+    // Pods made from a workload object take its timing unless they have their own.
+    for (pod, owner) in &loaded.owners {
+        let (Some((ns, name)), Some((kind, owner_key))) =
+            (pod.split_once('/'), owner.split_once(' '))
+        else {
+            continue;
+        };
+        let Some((owner_ns, owner_name)) = owner_key.split_once('/') else {
+            continue;
+        };
+        let owner_timing = timings
+            .get(&(
+                kind.to_string(),
+                owner_ns.to_string(),
+                owner_name.to_string(),
+            ))
+            .copied();
+        let key = ("Pod".to_string(), ns.to_string(), name.to_string());
+        let own = timings.get(&key).copied().unwrap_or_default();
+        if let Some(t) = owner_timing
+            && own.arrival.is_none()
+            && own.duration.is_none()
+        {
+            timings.insert(key, t);
         }
     }
     let mut warnings = loaded.warnings;
