@@ -2,6 +2,7 @@
 //! and engine decisions into output; it makes no scheduling decision of its own.
 
 mod output;
+mod run;
 mod simulate;
 
 use std::io::Write;
@@ -43,6 +44,9 @@ enum Command {
     /// Replay a workload trace against a cluster in simulated time and report utilization,
     /// waits, preemptions and fragmentation (no arguments: the embedded scenario).
     Simulate(Box<simulate::SimulateArgs>),
+    /// Schedule a real cluster through the Kubernetes API: pods whose schedulerName is
+    /// --scheduler-name are bound, preempted for, and given DRA devices, until SIGTERM.
+    Run(Box<run::RunArgs>),
     /// Print a shell completion script: `lockstep completions bash > /etc/bash_completion.d/lockstep`.
     Completions {
         #[arg(value_enum)]
@@ -108,7 +112,7 @@ struct ScheduleArgs {
     scheduler_names: Vec<String>,
 }
 
-fn load_config(path: &PathBuf) -> Result<lockstep_engine::Profile> {
+pub(crate) fn load_config(path: &PathBuf) -> Result<lockstep_engine::Profile> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read --config {}", path.display()))?;
     lockstep_manifests::check_yaml_limits(&format!("--config {}", path.display()), &text)
@@ -311,6 +315,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Schedule(args) => schedule(args),
         Command::Simulate(args) => simulate::simulate(args),
+        Command::Run(args) => run::run(args),
         Command::Completions { shell } => {
             let mut out = Vec::new();
             clap_complete::generate(*shell, &mut Cli::command(), "lockstep", &mut out);

@@ -149,3 +149,31 @@ pub enum LoadError {
         second_origin: Origin,
     },
 }
+
+impl LoadError {
+    /// The inputs (files, or objects given by name) the error is about, first the one at
+    /// fault: a caller that loads objects one per input can leave that one out and retry.
+    pub fn inputs(&self) -> Vec<&str> {
+        match self {
+            LoadError::Syntax { origin, .. }
+            | LoadError::Invalid { origin, .. }
+            | LoadError::Limit { origin, .. }
+            | LoadError::NotAnObject { origin, .. }
+            | LoadError::MissingField { origin, .. }
+            | LoadError::FieldType { origin, .. }
+            | LoadError::Quantity { origin, .. }
+            | LoadError::InvalidValue { origin, .. }
+            | LoadError::UndefinedPriorityClass { origin, .. }
+            | LoadError::NoAllocatable { origin, .. } => vec![&*origin.file],
+            LoadError::Duplicate { first, second, .. } => {
+                vec![&*second.file, &*first.file]
+            }
+            LoadError::SeveralGlobalDefaults {
+                first_origin,
+                second_origin,
+                ..
+            } => vec![&*second_origin.file, &*first_origin.file],
+            _ => Vec::new(),
+        }
+    }
+}

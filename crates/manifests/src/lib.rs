@@ -153,6 +153,18 @@ pub fn load_with_extra(
     Ok((convert::build(collected)?, extra_objects))
 }
 
+/// Loads objects that are already parsed (as an API server serves them), each with the
+/// name its errors are given under (e.g. `Pod ml/web`), as if each were a file of one
+/// document. The live scheduler reads its watch caches this way, through the same
+/// conversion and validation as every manifest.
+pub fn load_objects(objects: Vec<(String, serde_json::Value)>) -> Result<Loaded, LoadError> {
+    let mut collected = route::Collected::default();
+    for (name, value) in objects {
+        collected.add_document(&name, documents::Document { number: 1, value })?;
+    }
+    convert::build(collected)
+}
+
 /// Checks a YAML text against the limits on documents (nesting depth, size, count) before a
 /// parser sees it, for YAML files read outside [`load`] (a scheduler configuration).
 pub fn check_yaml_limits(name: &str, text: &str) -> Result<(), LoadError> {

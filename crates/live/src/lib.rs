@@ -1,0 +1,24 @@
+//! `lockstep-live`: lockstep as the live scheduler of a real cluster (`lockstep run`).
+//!
+//! Owns the translation between a Kubernetes API server and the engine: watch caches of
+//! every kind the engine reads ([`cache`]), one scheduling pass over them with the same
+//! manifest conversion and the same engine code as `lockstep schedule` ([`cycle`]), and the
+//! writes that carry a decision out ([`act`]): DRA allocations into ResourceClaim status,
+//! bindings through the `pods/binding` subresource, preemption (the `DisruptionTarget`
+//! condition, deletion, the preemptor's `nominatedNodeName`), `PodScheduled=False` for pods
+//! that fit nowhere, PodGroup conditions and Events. [`backoff`] keeps a pod that did not
+//! fit from being retried in a hot loop; [`metrics`] serves Prometheus metrics and health.
+//!
+//! It must not decide anything itself: every placement, victim and message comes from the
+//! engine. A decision is assumed at once (the next pass sees the pod on its node) and
+//! forgotten if the API server refuses it. One object the engine cannot read keeps only
+//! the pods that depend on it from being scheduled.
+
+pub mod act;
+pub mod backoff;
+pub mod cache;
+pub mod cycle;
+pub mod metrics;
+mod runner;
+
+pub use runner::{Config, Error, run};

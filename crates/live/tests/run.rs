@@ -1,0 +1,465 @@
+//! `lockstep run` against a real kube-apiserver v1.37 (testenv/, built from Go modules; no
+//! kube-scheduler runs there, so every binding comes from lockstep).
+
+use std::future::Future;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use k8s_openapi::api::scheduling::v1beta1::PodGroup;
+use kube::Client;
+use kube::api::{Api, DeleteParams};
+use lockstep_engine::Options;
+use lockstep_live::{Config, Error};
+use lockstep_testenv::objects::{create_all, parse_documents};
+use lockstep_testenv::{ControlPlane, Options as PlaneOptions};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// Waits (at most 30 s) for `check` to give a value.
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn config(plane: &ControlPlane) -> Config {
+    Config {
+        kubeconfig: Some(plane.kubeconfig().to_path_buf()),
+        options: Options {
+            scheduler_names: vec!["lockstep".into()],
+            ..Options::default()
+        },
+        metrics_address: Some("127.0.0.1:0".parse().unwrap()),
+        bind_concurrency: 8,
+        initial_backoff: Duration::from_millis(200),
+        max_backoff: Duration::from_secs(1),
+    }
+}
+
+/// A running `lockstep run`; stopped (and its result checked) by `stop`.
+struct Running {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<Result<(), Error>>,
+}
+
+impl Running {
+    fn start(config: Config) -> Running {
+        // The scheduler's log goes to the test's output (shown when a test fails).
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            )
+            .with_test_writer()
+            .try_init();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(lockstep_live::run(config, async {
+            let _ = stopped.await;
+        }));
+        Running { stop, task }
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let r = tokio::time::timeout(Duration::from_secs(20), self.task)
+            .await
+            .expect("lockstep run stops within 20 s")
+            .expect("the task did not panic");
+        r.expect("lockstep run ended without error");
+    }
+}
+
+async fn setup(objects: &str) -> (ControlPlane, Client) {
+    let plane = ControlPlane::start(PlaneOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    let client = plane.client().await.unwrap_or_else(|e| panic!("{e}"));
+    create(&client, objects).await;
+    (plane, client)
+}
+
+async fn create(client: &Client, objects: &str) {
+    let objects = parse_documents(objects).unwrap();
+    create_all(client, &objects)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+async fn node_of(client: &Client, ns: &str, name: &str) -> Option<String> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    pods.get(name).await.ok()?.spec?.node_name
+}
+
+const NODES: &str = r#"
+apiVersion: v1
+kind: Node
+metadata: {name: node-a, labels: {kubernetes.io/hostname: node-a}}
+status: {allocatable: {cpu: "4", memory: 16Gi, pods: "110"}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node-b, labels: {kubernetes.io/hostname: node-b}}
+status: {allocatable: {cpu: "2", memory: 16Gi, pods: "110"}}
+"#;
+
+fn pod(name: &str, scheduler: &str, cpu: &str, extra: &str) -> String {
+    format!(
+        r#"
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: default}}
+spec:
+  schedulerName: {scheduler}
+{extra}  containers:
+  - {{name: app, image: app, resources: {{requests: {{cpu: "{cpu}", memory: 1Gi}}}}}}
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binds_its_own_pods_and_leaves_the_others_alone() {
+    let (plane, client) = setup(NODES).await;
+    let run = Running::start(config(&plane));
+    create(
+        &client,
+        &(pod("mine", "lockstep", "3", "") + &pod("theirs", "default-scheduler", "1", "")),
+    )
+    .await;
+    let node = eventually("pod mine to be bound", || {
+        node_of(&client, "default", "mine")
+    })
+    .await;
+    assert_eq!(node, "node-a", "the only node with 3 free cpu");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(node_of(&client, "default", "theirs").await, None);
+    run.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_that_fits_nowhere_says_why_and_is_placed_when_a_node_joins() {
+    let (plane, client) = setup(NODES).await;
+    let run = Running::start(config(&plane));
+    create(&client, &pod("big", "lockstep", "6", "")).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let message = eventually("PodScheduled=False", || async {
+        let p = pods.get("big").await.ok()?;
+        let c = p
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "PodScheduled")?;
+        (c.status == "False" && c.reason.as_deref() == Some("Unschedulable")).then_some(c.message?)
+    })
+    .await;
+    assert!(
+        message.starts_with("0/2 nodes are available: 2 Insufficient cpu."),
+        "{message}"
+    );
+    create(
+        &client,
+        r#"
+apiVersion: v1
+kind: Node
+metadata: {name: node-c, labels: {kubernetes.io/hostname: node-c}}
+status: {allocatable: {cpu: "8", memory: 16Gi, pods: "110"}}
+"#,
+    )
+    .await;
+    let node = eventually("pod big to be bound on the new node", || {
+        node_of(&client, "default", "big")
+    })
+    .await;
+    assert_eq!(node, "node-c");
+    run.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_is_bound_only_when_all_its_members_fit() {
+    let (plane, client) = setup(NODES).await;
+    create(
+        &client,
+        r#"
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {name: trio, namespace: default}
+spec:
+  schedulingPolicy:
+    gang: {minCount: 3}
+"#,
+    )
+    .await;
+    let run = Running::start(config(&plane));
+    let member = |name: &str| {
+        pod(
+            name,
+            "lockstep",
+            "1",
+            "  schedulingGroup: {podGroupName: trio}\n",
+        )
+    };
+    create(&client, &(member("m-0") + &member("m-1"))).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        node_of(&client, "default", "m-0").await,
+        None,
+        "2 of 3 members"
+    );
+    create(&client, &member("m-2")).await;
+    for m in ["m-0", "m-1", "m-2"] {
+        eventually(&format!("{m} to be bound"), || {
+            node_of(&client, "default", m)
+        })
+        .await;
+    }
+    let groups: Api<PodGroup> = Api::namespaced(client.clone(), "default");
+    eventually("PodGroupInitiallyScheduled=True", || async {
+        let g = groups.get("trio").await.ok()?;
+        g.status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "PodGroupInitiallyScheduled" && c.status == "True")
+            .map(|_| ())
+    })
+    .await;
+    run.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_from_a_template_is_made_allocated_and_reserved_before_binding() {
+    let (plane, client) = setup(
+        &(NODES.to_string()
+            + r#"
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.example.com}
+spec:
+  selectors:
+  - cel: {expression: device.driver == "gpu.example.com"}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: node-b-gpus}
+spec:
+  driver: gpu.example.com
+  nodeName: node-b
+  pool: {name: node-b, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: gpu-0
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-gpu, namespace: default}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.example.com}
+"#),
+    )
+    .await;
+    let run = Running::start(config(&plane));
+    create(
+        &client,
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: trainer, namespace: default}
+spec:
+  schedulerName: lockstep
+  resourceClaims:
+  - {name: gpu, resourceClaimTemplateName: one-gpu}
+  containers:
+  - name: app
+    image: app
+    resources:
+      requests: {cpu: "1", memory: 1Gi}
+      claims: [{name: gpu}]
+"#,
+    )
+    .await;
+    let node = eventually("trainer to be bound", || {
+        node_of(&client, "default", "trainer")
+    })
+    .await;
+    assert_eq!(node, "node-b", "the node with the GPU");
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), "default");
+    let claim = claims.get("trainer-gpu").await.expect("the claim was made");
+    let status = claim.status.expect("allocated");
+    let allocation = status.allocation.expect("allocated");
+    let results = allocation.devices.unwrap().results.unwrap();
+    assert_eq!(results[0].device, "gpu-0");
+    assert_eq!(results[0].pool, "node-b");
+    let reserved = status.reserved_for.expect("reserved");
+    assert_eq!(reserved[0].name, "trainer");
+    assert!(
+        claim
+            .metadata
+            .finalizers
+            .unwrap_or_default()
+            .iter()
+            .any(|f| f == "resource.kubernetes.io/delete-protection")
+    );
+    run.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preemption_marks_and_deletes_the_victim_then_binds_the_preemptor() {
+    let (plane, client) = setup(
+        &(NODES.to_string()
+            + r#"
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high}
+value: 1000
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: low-a, namespace: default}
+spec:
+  nodeName: node-a
+  containers:
+  - {name: app, image: app, resources: {requests: {cpu: "3", memory: 1Gi}}}
+status: {phase: Running, startTime: "2026-01-01T00:00:00Z"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: low-b, namespace: default}
+spec:
+  nodeName: node-b
+  containers:
+  - {name: app, image: app, resources: {requests: {cpu: "1500m", memory: 1Gi}}}
+status: {phase: Running, startTime: "2026-01-01T00:00:00Z"}
+"#),
+    )
+    .await;
+    let run = Running::start(config(&plane));
+    create(
+        &client,
+        &pod("urgent", "lockstep", "2", "  priorityClassName: high\n"),
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    // One victim is enough: node-a frees 3 cpu with low-a, node-b 1.5 with low-b (and
+    // has 0.5 free): both make room for 2 cpu; kube-scheduler's rules pick one.
+    let (victim, nominated) = eventually("a victim marked and being deleted", || async {
+        for v in ["low-a", "low-b"] {
+            let p = pods.get(v).await.ok()?;
+            let marked = p.status.as_ref()?.conditions.as_ref()?.iter().any(|c| {
+                c.type_ == "DisruptionTarget"
+                    && c.status == "True"
+                    && c.reason.as_deref() == Some("PreemptionByScheduler")
+            });
+            if marked && p.metadata.deletion_timestamp.is_some() {
+                let n = pods.get("urgent").await.ok()?.status?.nominated_node_name?;
+                return Some((v.to_string(), n));
+            }
+        }
+        None
+    })
+    .await;
+    let victim_node = node_of(&client, "default", &victim).await.unwrap();
+    assert_eq!(nominated, victim_node);
+    assert_eq!(
+        node_of(&client, "default", "urgent").await,
+        None,
+        "not bound while its victim is still there"
+    );
+    // What the kubelet would do once the victim's containers stopped.
+    pods.delete(&victim, &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    let node = eventually("urgent to be bound", || {
+        node_of(&client, "default", "urgent")
+    })
+    .await;
+    assert_eq!(node, victim_node);
+    let other = if victim == "low-a" { "low-b" } else { "low-a" };
+    assert!(
+        pods.get(other)
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_none(),
+        "only one victim"
+    );
+    run.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_scheduler_rebuilds_its_state_and_does_not_redecide() {
+    let (plane, client) = setup(NODES).await;
+    let run = Running::start(config(&plane));
+    create(&client, &pod("first", "lockstep", "3", "")).await;
+    eventually("first to be bound", || node_of(&client, "default", "first")).await;
+    run.stop().await;
+    create(&client, &pod("second", "lockstep", "2", "")).await;
+    let run = Running::start(config(&plane));
+    let node = eventually("second to be bound", || {
+        node_of(&client, "default", "second")
+    })
+    .await;
+    assert_eq!(node, "node-b", "node-a holds first's 3 cpu");
+    assert_eq!(
+        node_of(&client, "default", "first").await.as_deref(),
+        Some("node-a")
+    );
+    run.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_api_server_is_a_setup_error() {
+    let dir = std::env::temp_dir().join(format!("lockstep-live-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"https://127.0.0.1:{port}\", insecure-skip-tls-verify: true}}\n\
+             users:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"
+        ),
+    )
+    .unwrap();
+    let mut cfg = Config {
+        kubeconfig: Some(kubeconfig),
+        options: Options::default(),
+        metrics_address: None,
+        bind_concurrency: 1,
+        initial_backoff: Duration::from_secs(1),
+        max_backoff: Duration::from_secs(10),
+    };
+    let err = lockstep_live::run(cfg.clone(), std::future::pending())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Setup(_)), "{err}");
+    assert!(
+        err.to_string().contains("cannot reach the API server"),
+        "{err}"
+    );
+    cfg.kubeconfig = Some(dir.join("missing"));
+    let err = lockstep_live::run(cfg, std::future::pending())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("--kubeconfig"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
