@@ -463,3 +463,18 @@ async fn an_unreachable_api_server_is_a_setup_error() {
     assert!(err.to_string().contains("--kubeconfig"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deployment_manifests_are_accepted_by_the_api_server() {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/lockstep.yaml"),
+    )
+    .unwrap();
+    let (_plane, client) = setup(&text).await;
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), "kube-system");
+    let d = deployments.get("lockstep").await.unwrap();
+    let d = serde_json::to_value(&d).unwrap();
+    let args = &d["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert_eq!(args[0], "run", "{args}");
+}
