@@ -3,13 +3,17 @@
 //!
 //! ```text
 //! lockstep-kube-perf [--nodes 500] [--pods 2000] [--runs 3] [--concurrency 32]
+//!                    [--scheduler kube|lockstep|both]
 //! ```
 //!
-//! Each run starts a fresh control plane (testenv/: etcd, kube-apiserver and the real
-//! kube-scheduler v1.37 with client QPS and burst 5000), creates the nodes, then creates
-//! the pods (each asking for 100m CPU and 500Mi memory, as SchedulingBasic's default pod
-//! does) with `--concurrency` requests in flight, and measures from the first pod created
-//! to the last pod bound. Prints pods/s per run and the median.
+//! Each run starts a fresh control plane (testenv/: etcd and kube-apiserver v1.37), with
+//! either the real kube-scheduler v1.37 (client QPS and burst 5000) or `lockstep run`
+//! (in this process, through the same API server, its client unthrottled), creates the
+//! nodes, then creates the pods (each asking for 100m CPU and 500Mi memory, as
+//! SchedulingBasic's default pod does) with `--concurrency` requests in flight, and
+//! measures from the first pod created to the last pod bound. Prints pods/s per run and
+//! the median, per scheduler; with `both`, runs alternate so the machine's load falls on
+//! both alike.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,6 +44,16 @@ struct Args {
     /// Give up on a run after this many seconds.
     #[arg(long, default_value_t = 600)]
     timeout: u64,
+    /// Which scheduler binds the pods.
+    #[arg(long, value_enum, default_value = "both")]
+    scheduler: Which,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum, Debug)]
+enum Which {
+    Kube,
+    Lockstep,
+    Both,
 }
 
 fn node(i: usize) -> Result<Node> {
@@ -53,13 +67,22 @@ fn node(i: usize) -> Result<Node> {
     }))?)
 }
 
-fn pod(i: usize) -> Result<Pod> {
+fn pod(i: usize, scheduler: &str) -> Result<Pod> {
     Ok(serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": format!("pod-{i:06}"), "namespace": "default"},
-        "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
+        "spec": {"schedulerName": scheduler,
+            "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
             "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}
     }))?)
+}
+
+fn kube_pod(i: usize) -> Result<Pod> {
+    pod(i, "default-scheduler")
+}
+
+fn lockstep_pod(i: usize) -> Result<Pod> {
+    pod(i, "lockstep")
 }
 
 /// Creates `n` objects with `concurrency` requests in flight.
@@ -105,19 +128,41 @@ async fn unbound(pods: &Api<Pod>) -> Result<usize> {
     Ok(list.items.len())
 }
 
-async fn run_once(args: &Args) -> Result<f64> {
+async fn run_once(args: &Args, which: Which) -> Result<f64> {
     let plane = ControlPlane::start(Options {
-        kube_scheduler: true,
+        kube_scheduler: which == Which::Kube,
         ..Options::default()
     })?;
     let client = plane.client().await?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let live = (which == Which::Lockstep).then(|| {
+        let config = lockstep_live::Config {
+            kubeconfig: Some(plane.kubeconfig().to_path_buf()),
+            options: lockstep_engine::Options {
+                scheduler_names: vec!["lockstep".into()],
+                ..lockstep_engine::Options::default()
+            },
+            metrics_address: None,
+            bind_concurrency: 32,
+            initial_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(10),
+        };
+        tokio::spawn(lockstep_live::run(config, async {
+            let _ = stopped.await;
+        }))
+    });
     let nodes: Api<Node> = Api::all(client.clone());
     create_many(&nodes, args.nodes, args.concurrency, node).await?;
     // Let kube-scheduler's informers see every node before the clock starts.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let start = Instant::now();
-    create_many(&pods, args.pods, args.concurrency, pod).await?;
+    let make = if which == Which::Kube {
+        kube_pod
+    } else {
+        lockstep_pod
+    };
+    create_many(&pods, args.pods, args.concurrency, make).await?;
     let created = start.elapsed();
     let deadline = start + Duration::from_secs(args.timeout);
     loop {
@@ -137,6 +182,10 @@ async fn run_once(args: &Args) -> Result<f64> {
     }
     let all = start.elapsed();
     let rate = args.pods as f64 / all.as_secs_f64();
+    if let Some(task) = live {
+        let _ = stop.send(());
+        task.await??;
+    }
     eprintln!(
         "  {} pods created in {:.2} s, all bound after {:.2} s: {:.0} pods/s",
         args.pods,
@@ -161,30 +210,53 @@ async fn main() -> Result<()> {
         args.nodes,
         args.nodes * 40
     );
-    let mut rates = Vec::new();
+    let order: Vec<Which> = match args.scheduler {
+        Which::Both => vec![Which::Kube, Which::Lockstep],
+        one => vec![one],
+    };
+    let mut rates: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
     for r in 0..args.runs {
-        eprintln!(
-            "run {} of {}: {} nodes, {} pods",
-            r + 1,
-            args.runs,
-            args.nodes,
-            args.pods
-        );
-        rates.push(run_once(&args).await?);
+        for &which in &order {
+            let name = if which == Which::Kube {
+                "kube-scheduler v1.37.2"
+            } else {
+                "lockstep run"
+            };
+            eprintln!(
+                "run {} of {}, {name}: {} nodes, {} pods",
+                r + 1,
+                args.runs,
+                args.nodes,
+                args.pods
+            );
+            rates
+                .entry(name)
+                .or_default()
+                .push(run_once(&args, which).await?);
+        }
     }
-    rates.sort_by(f64::total_cmp);
-    let median = rates[rates.len() / 2];
-    println!(
-        "kube-scheduler v1.37.2, {} nodes, {} pods: median {:.0} pods/s over {} runs (each: {})",
-        args.nodes,
-        args.pods,
-        median,
-        rates.len(),
-        rates
-            .iter()
-            .map(|r| format!("{r:.0}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    let mut medians = Vec::new();
+    for (name, list) in &mut rates {
+        list.sort_by(f64::total_cmp);
+        let median = list[list.len() / 2];
+        medians.push(median);
+        println!(
+            "{name}, {} nodes, {} pods: median {:.0} pods/s over {} runs (each: {})",
+            args.nodes,
+            args.pods,
+            median,
+            list.len(),
+            list.iter()
+                .map(|r| format!("{r:.0}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if let (Some(kube), Some(lockstep)) = (
+        rates.get("kube-scheduler v1.37.2").map(|l| l[l.len() / 2]),
+        rates.get("lockstep run").map(|l| l[l.len() / 2]),
+    ) {
+        println!("lockstep run / kube-scheduler: {:.2}x", lockstep / kube);
+    }
     Ok(())
 }
