@@ -41,6 +41,20 @@ pub struct RunArgs {
     /// Longest backoff, in seconds (kube-scheduler's podMaxBackoffSeconds).
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pod_max_backoff_seconds: u64,
+    /// Schedule only while holding a Lease, so that several replicas can run and one
+    /// schedules at a time.
+    #[arg(long)]
+    leader_elect: bool,
+    /// Namespace of the leader Lease.
+    #[arg(long, value_name = "NAMESPACE", default_value = "kube-system")]
+    leader_elect_resource_namespace: String,
+    /// Name of the leader Lease.
+    #[arg(long, value_name = "NAME", default_value = "lockstep")]
+    leader_elect_resource_name: String,
+    /// How long a lease lasts without renewal, in seconds: the longest a new leader waits
+    /// after the old one died.
+    #[arg(long, value_name = "SECONDS", default_value_t = 15)]
+    leader_elect_lease_duration: u64,
 }
 
 /// Runs until SIGTERM or Ctrl-C.
@@ -71,6 +85,12 @@ pub fn run(args: &RunArgs) -> Result<String> {
         bind_concurrency: args.bind_concurrency,
         initial_backoff: Duration::from_secs(args.pod_initial_backoff_seconds),
         max_backoff: Duration::from_secs(args.pod_max_backoff_seconds),
+        leader_election: args.leader_elect.then(|| lockstep_live::LeaderElection {
+            namespace: args.leader_elect_resource_namespace.clone(),
+            name: args.leader_elect_resource_name.clone(),
+            identity: identity(),
+            lease_duration: Duration::from_secs(args.leader_elect_lease_duration),
+        }),
     };
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -95,4 +115,13 @@ pub fn run(args: &RunArgs) -> Result<String> {
         lockstep_live::run(config, shutdown).await
     })?;
     Ok(String::new())
+}
+
+/// This instance's identity in the leader Lease: the pod's name (`POD_NAME`, set by the
+/// Deployment in deploy/) or the host's, with the process id.
+fn identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "lockstep".into());
+    format!("{host}_{}", std::process::id())
 }

@@ -18,7 +18,9 @@ pub mod act;
 pub mod backoff;
 pub mod cache;
 pub mod cycle;
+pub mod leader;
 pub mod metrics;
 mod runner;
 
+pub use leader::LeaderElection;
 pub use runner::{Config, Error, run};

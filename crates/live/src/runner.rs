@@ -33,6 +33,8 @@ pub struct Config {
     /// kube-scheduler's `podInitialBackoffSeconds` and `podMaxBackoffSeconds`.
     pub initial_backoff: Duration,
     pub max_backoff: Duration,
+    /// Schedule only while holding this lease (`--leader-elect`).
+    pub leader_election: Option<crate::LeaderElection>,
 }
 
 impl Config {
@@ -181,6 +183,17 @@ pub async fn run(
         tokio::spawn(metrics::serve(listener, metrics.clone()));
     }
     let scheduler = config.scheduler_name().to_string();
+    tokio::pin!(shutdown);
+    let mut leadership = match &config.leader_election {
+        Some(e) => {
+            let acquired = tokio::select! {
+                _ = &mut shutdown => return Ok(()),
+                l = crate::leader::Leadership::acquire(&client, e) => l,
+            };
+            Some(acquired.map_err(Error::Api)?)
+        }
+        None => None,
+    };
     let caches = Caches::start(&client)
         .await
         .map_err(|e| Error::Api(format!("discovering the API server's resources: {e}")))?;
@@ -213,7 +226,6 @@ pub async fn run(
     let mut assumed = Assumed::default();
     let mut backoff = Backoff::new(config.initial_backoff, config.max_backoff);
     let mut reported: BTreeSet<(String, String)> = BTreeSet::new();
-    tokio::pin!(shutdown);
     let mut first = true;
     loop {
         if !first {
@@ -222,6 +234,14 @@ pub async fn run(
                 .map(tokio::time::Instant::from_std);
             tokio::select! {
                 _ = &mut shutdown => break,
+                _ = async {
+                    match leadership.as_mut() {
+                        Some(l) => l.lost().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    return Err(Error::Api("lost the leader lease; stopping".into()));
+                }
                 _ = caches.signal.changed() => {}
                 _ = async {
                     match due {
@@ -302,5 +322,8 @@ pub async fn run(
         );
     }
     tracing::info!("stopping: no new pods are taken; writes in flight have finished");
+    if let Some(l) = leadership {
+        l.release().await;
+    }
     Ok(())
 }

@@ -46,6 +46,7 @@ fn config(plane: &ControlPlane) -> Config {
         bind_concurrency: 8,
         initial_backoff: Duration::from_millis(200),
         max_backoff: Duration::from_secs(1),
+        leader_election: None,
     }
 }
 
@@ -447,6 +448,7 @@ async fn an_unreachable_api_server_is_a_setup_error() {
         bind_concurrency: 1,
         initial_backoff: Duration::from_secs(1),
         max_backoff: Duration::from_secs(10),
+        leader_election: None,
     };
     let err = lockstep_live::run(cfg.clone(), std::future::pending())
         .await
@@ -477,4 +479,53 @@ async fn the_deployment_manifests_are_accepted_by_the_api_server() {
     let d = serde_json::to_value(&d).unwrap();
     let args = &d["spec"]["template"]["spec"]["containers"][0]["args"];
     assert_eq!(args[0], "run", "{args}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_leader_election_one_instance_schedules_and_another_takes_over() {
+    let (plane, client) = setup(NODES).await;
+    let elected = |identity: &str| Config {
+        leader_election: Some(lockstep_live::LeaderElection {
+            namespace: "default".into(),
+            name: "lockstep".into(),
+            identity: identity.into(),
+            lease_duration: Duration::from_secs(3),
+        }),
+        ..config(&plane)
+    };
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "default");
+    let holder = || async {
+        leases
+            .get("lockstep")
+            .await
+            .ok()?
+            .spec?
+            .holder_identity
+            .filter(|h| !h.is_empty())
+    };
+    let first = Running::start(elected("first"));
+    assert_eq!(eventually("a leader", holder).await, "first");
+    let second = Running::start(elected("second"));
+    create(&client, &pod("one", "lockstep", "1", "")).await;
+    eventually("one to be bound", || node_of(&client, "default", "one")).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        holder().await.as_deref(),
+        Some("first"),
+        "the leader keeps its lease"
+    );
+    // The leader stops; the other takes the lease and schedules.
+    first.stop().await;
+    let taken = eventually("the second instance to lead", || async {
+        holder().await.filter(|h| h == "second")
+    })
+    .await;
+    assert_eq!(taken, "second");
+    create(&client, &pod("two", "lockstep", "1", "")).await;
+    eventually("two to be bound by the new leader", || {
+        node_of(&client, "default", "two")
+    })
+    .await;
+    second.stop().await;
 }

@@ -146,6 +146,7 @@ async fn run_once(args: &Args, which: Which) -> Result<f64> {
             bind_concurrency: 32,
             initial_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(10),
+            leader_election: None,
         };
         tokio::spawn(lockstep_live::run(config, async {
             let _ = stopped.await;
