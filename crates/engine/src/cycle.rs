@@ -59,8 +59,9 @@ pub struct FitError {
 }
 
 impl FitError {
-    /// kube-scheduler's message: `0/5 nodes are available: 3 Insufficient cpu, 2 node(s) had
-    /// untolerated taint {dedicated: gpu}.` Reasons are ordered by their text.
+    /// kube-scheduler's message: `0/5 nodes are available: 2 node(s) had untolerated
+    /// taint(s), 3 Insufficient cpu.` Each fragment is `COUNT REASON`; the fragments are
+    /// sorted as strings, counts included (so `10 ...` sorts before `2 ...`).
     pub fn message(&self, snap: &Snapshot) -> String {
         if self.num_nodes == 0 {
             return "no nodes available to schedule pods".into();
@@ -70,20 +71,36 @@ impl FitError {
         }
         let mut merged: Vec<(String, u32)> = Vec::new();
         for (r, n) in &self.reasons {
-            let text = r.message(snap);
-            match merged.iter_mut().find(|(t, _)| *t == text) {
-                Some(e) => e.1 += n,
-                None => merged.push((text, *n)),
-            }
+            add_reason(&mut merged, r.message(snap), *n);
         }
-        merged.sort();
-        let parts: Vec<String> = merged.iter().map(|(t, n)| format!("{n} {t}")).collect();
-        format!(
-            "0/{} nodes are available: {}.",
-            self.num_nodes,
-            parts.join(", ")
-        )
+        nodes_available(self.num_nodes, merged)
     }
+}
+
+/// Adds `count` nodes rejected for `text` to a histogram of reasons.
+pub(crate) fn add_reason(histogram: &mut Vec<(String, u32)>, text: String, count: u32) {
+    match histogram.iter_mut().find(|(t, _)| *t == text) {
+        Some(e) => e.1 += count,
+        None => histogram.push((text, count)),
+    }
+}
+
+/// `0/N nodes are available: ` and the histogram of reasons as kube-scheduler's
+/// `FitError.Error` prints it: `COUNT REASON` fragments sorted as strings, joined with
+/// `, `, and a final period.
+pub(crate) fn nodes_available(num_nodes: usize, histogram: Vec<(String, u32)>) -> String {
+    let mut parts: Vec<String> = histogram
+        .into_iter()
+        .map(|(t, n)| format!("{n} {t}"))
+        .collect();
+    parts.sort();
+    let mut out = format!("0/{num_nodes} nodes are available:");
+    if !parts.is_empty() {
+        out.push(' ');
+        out.push_str(&parts.join(", "));
+        out.push('.');
+    }
+    out
 }
 
 /// Opportunistic batching state (KEP-5598): the feasible nodes of the last full cycle in
@@ -217,6 +234,45 @@ impl Framework {
         // The batching state describes a scan, not this probe.
         self.batch = None;
         self.passes(snap, pod, node)
+    }
+
+    /// Why `pod` does not fit `node` against the snapshot as it is (PreFilter state is
+    /// computed afresh): the reasons of the first plugin that rejects it, as a full cycle
+    /// would count them for that node (a PreFilter that rejects every node, or leaves this
+    /// node out, gives its reason). Empty when the pod fits.
+    pub(crate) fn rejection_on(
+        &mut self,
+        snap: &Snapshot,
+        pod_id: PodId,
+        node: NodeId,
+    ) -> Vec<Reason> {
+        let pod = snap.pod(pod_id);
+        self.state.pod = pod_id;
+        self.active.clear();
+        // The plugins that narrowed the nodes (all named, as kube-scheduler names them), and
+        // whether this node is outside their intersection.
+        let (mut bits, mut outside) = (0u8, false);
+        for (i, p) in self.filters.iter().enumerate() {
+            match p.pre_filter(snap, pod, &mut self.state) {
+                PreFilter::Run => self.active.push(i),
+                PreFilter::RunOn(nodes, bit) => {
+                    outside |= !nodes.contains(&node);
+                    bits |= bit;
+                    self.active.push(i);
+                }
+                PreFilter::Skip => {}
+                PreFilter::RejectAll(r) => return vec![r],
+            }
+        }
+        self.batch = None;
+        if outside {
+            return vec![Reason::NotInPreFilterResult(bits)];
+        }
+        if self.passes(snap, pod, node) {
+            Vec::new()
+        } else {
+            self.reasons.clone()
+        }
     }
 
     /// Computes the pod's signature into `self.signature`; false when some plugin cannot

@@ -15,8 +15,8 @@ use crate::snapshot::Snapshot;
 pub enum Reason {
     NodeUnschedulable,
     NodeNameMismatch,
-    /// Index into `Snapshot::taint_names`.
-    UntoleratedTaint(u32),
+    /// A NoSchedule/NoExecute taint the pod does not tolerate.
+    UntoleratedTaint,
     NodeAffinityMismatch,
     NodePortsConflict,
     Insufficient(ResourceId),
@@ -41,10 +41,7 @@ impl Reason {
         match self {
             Reason::NodeUnschedulable => "node(s) were unschedulable".into(),
             Reason::NodeNameMismatch => "node(s) didn't match the requested node name".into(),
-            Reason::UntoleratedTaint(t) => {
-                let (k, v) = &snap.taint_names[*t as usize];
-                format!("node(s) had untolerated taint {{{k}: {v}}}")
-            }
+            Reason::UntoleratedTaint => "node(s) had untolerated taint(s)".into(),
             Reason::NodeAffinityMismatch => {
                 "node(s) didn't match Pod's node affinity/selector".into()
             }
@@ -79,6 +76,29 @@ impl Reason {
             Reason::Dra(r) => r.message().into(),
         }
     }
+
+    /// Whether removing pods from the node could cure this rejection: kube-scheduler's
+    /// `Unschedulable` status code, as opposed to `UnschedulableAndUnresolvable`. Preemption
+    /// only looks at nodes rejected for such reasons.
+    pub fn resolvable(&self) -> bool {
+        match self {
+            Reason::NodePortsConflict
+            | Reason::Insufficient(_)
+            | Reason::TooManyPods
+            | Reason::SpreadConstraintsNotMatch
+            | Reason::PodAntiAffinityNotMatch
+            | Reason::ExistingPodsAntiAffinityNotMatch => true,
+            Reason::NodeUnschedulable
+            | Reason::NodeNameMismatch
+            | Reason::UntoleratedTaint
+            | Reason::NodeAffinityMismatch
+            | Reason::SpreadMissingLabel
+            | Reason::PodAffinityNotMatch
+            | Reason::NotInPreFilterResult(_)
+            | Reason::NodeAffinityConflict
+            | Reason::Dra(_) => false,
+        }
+    }
 }
 
 /// The outcome of a PreFilter.
@@ -108,8 +128,8 @@ pub struct CycleState {
     pub affinity_score: AffinityScoreState,
     pub fit_score: FitScoreState,
     pub dra: DraFilterState,
-    /// TaintToleration's verdict for each taint set: the first untolerated taint, if any.
-    pub taint_verdicts: Vec<Option<u32>>,
+    /// TaintToleration's verdict for each taint set: whether some taint is untolerated.
+    pub taint_verdicts: Vec<bool>,
 }
 
 /// A pod's scheduling signature: hashes of what each plugin depends on. Two pods with equal

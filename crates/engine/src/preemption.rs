@@ -794,6 +794,66 @@ impl<'c> Scheduler<'c> {
         Some(best)
     }
 
+    /// The message DefaultPreemption's PostFilter adds to the FailedScheduling message of a
+    /// pod that fits no node and that preemption cannot help, as kube-scheduler words it:
+    /// `preemption: not eligible due to preemptionPolicy=Never.` for a pod that may not
+    /// preempt, else `preemption: 0/N nodes are available: ...` with one reason per node:
+    /// `Preemption is not helpful for scheduling` where the node's rejection is one that
+    /// evicting pods cannot cure (taints, node affinity, a missing label, DRA, ...); `No
+    /// preemption victims found for incoming pod` where it could be cured but the node runs
+    /// no pod of lower priority; otherwise why the pod still does not fit with every
+    /// lower-priority pod of the node gone (e.g. `Insufficient cpu`). The snapshot is left
+    /// as it was.
+    pub(crate) fn preemption_message(&mut self, index: &GroupIndex, pod_id: PodId) -> String {
+        let pod: &Pod = self.snapshot.pod(pod_id);
+        if !Self::may_preempt(pod.preemption_policy) {
+            return "preemption: not eligible due to preemptionPolicy=Never.".into();
+        }
+        let victims = self.victims(index, pod.priority);
+        let n = self.snapshot.num_nodes();
+        let mut histogram: Vec<(String, u32)> = Vec::new();
+        const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
+        for i in 0..n {
+            let node = NodeId(i as u32);
+            let rejection = self.framework.rejection_on(&self.snapshot, pod_id, node);
+            // A node the pod fits cannot occur for a pod that fit nowhere; it counts as one
+            // preemption does not help rather than being left out of the total.
+            if rejection.first().is_none_or(|r| !r.resolvable()) {
+                crate::cycle::add_reason(&mut histogram, NOT_HELPFUL.into(), 1);
+                continue;
+            }
+            let on_node: Vec<PodId> = self
+                .snapshot
+                .pods_on(node)
+                .iter()
+                .copied()
+                .filter(|p| victims.get(*p).is_some())
+                .collect();
+            if on_node.is_empty() {
+                crate::cycle::add_reason(
+                    &mut histogram,
+                    "No preemption victims found for incoming pod".into(),
+                    1,
+                );
+                continue;
+            }
+            let lifted = self.lift(&on_node);
+            let still = self.framework.rejection_on(&self.snapshot, pod_id, node);
+            self.restore(&lifted);
+            if still.is_empty() {
+                // A candidate preemption would have used: not reached when preemption failed.
+                crate::cycle::add_reason(&mut histogram, NOT_HELPFUL.into(), 1);
+            }
+            for r in still {
+                crate::cycle::add_reason(&mut histogram, r.message(&self.snapshot), 1);
+            }
+        }
+        format!(
+            "preemption: {}",
+            crate::cycle::nodes_available(n, histogram)
+        )
+    }
+
     fn resources_could_fit(&self, pod_id: PodId, node: NodeId, victims: &[PodId]) -> bool {
         let snap = &self.snapshot;
         let pod = snap.pod(pod_id);

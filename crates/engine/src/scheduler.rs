@@ -15,7 +15,7 @@ pub enum SetupError {
     #[error(transparent)]
     Dra(#[from] lockstep_dra::DraError),
 }
-use crate::cycle::Framework;
+use crate::cycle::{FitError, Framework};
 use crate::group::{GroupIndex, Unit, candidate_orders, capacity_of, domains, free_of};
 use crate::preemption::{Eviction, GangPreemption, Lifted};
 use crate::snapshot::Snapshot;
@@ -371,21 +371,21 @@ impl<'c> Scheduler<'c> {
                             self.mark_placed(id);
                             decisions.bindings.push((id, node));
                         }
-                        Err(e) => {
-                            let message = if self.options.explain {
-                                e.message(&self.snapshot)
-                            } else {
-                                String::new()
-                            };
-                            match self.preempt_for_pod(index, id, &mut decisions) {
-                                Some(node) => {
-                                    self.snapshot.assume(id, node);
-                                    self.mark_placed(id);
-                                    decisions.bindings.push((id, node));
-                                }
-                                None => failed.push((id, message)),
+                        Err(e) => match self.preempt_for_pod(index, id, &mut decisions) {
+                            Some(node) => {
+                                self.snapshot.assume(id, node);
+                                self.mark_placed(id);
+                                decisions.bindings.push((id, node));
                             }
-                        }
+                            None => {
+                                let message = if self.options.explain {
+                                    self.unschedulable_message(index, id, &e)
+                                } else {
+                                    String::new()
+                                };
+                                failed.push((id, message));
+                            }
+                        },
                     },
                     Unit::Group(_) | Unit::Composite(_) => {
                         let mark = self.log.len();
@@ -528,6 +528,19 @@ impl<'c> Scheduler<'c> {
                 reason: why,
             });
         }
+    }
+
+    /// The FailedScheduling message of a pod that fits no node and that preemption did not
+    /// place: the FitError's message and, when preemption is on and there are nodes, the
+    /// PostFilter's (kube-scheduler runs PostFilter only after a FitError, not when the
+    /// cluster has no nodes).
+    fn unschedulable_message(&mut self, index: &GroupIndex, id: PodId, e: &FitError) -> String {
+        let mut message = e.message(&self.snapshot);
+        if self.options.preemption && e.num_nodes > 0 {
+            message.push(' ');
+            message.push_str(&self.preemption_message(index, id));
+        }
+        message
     }
 
     /// Pod preemption: evicts victims and returns the node the pod now fits on.

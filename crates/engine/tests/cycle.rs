@@ -61,7 +61,9 @@ fn insufficient_and_taint_message() {
     assert!(d.bindings.is_empty());
     assert_eq!(
         d.unschedulable[0].1,
-        "0/5 nodes are available: 3 Insufficient cpu, 2 node(s) had untolerated taint {dedicated: gpu}."
+        "0/5 nodes are available: 2 node(s) had untolerated taint(s), 3 Insufficient cpu. \
+         preemption: 0/5 nodes are available: 2 Preemption is not helpful for scheduling, \
+         3 No preemption victims found for incoming pod."
     );
 }
 
@@ -123,7 +125,8 @@ fn host_ports_conflict() {
     assert_eq!(d.bindings.len(), 1);
     assert_eq!(
         d.unschedulable[0].1,
-        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports."
+        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports. \
+         preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     );
 }
 
@@ -199,6 +202,41 @@ fn pod_anti_affinity_one_per_host_and_affinity_follows() {
     assert_eq!(d.bindings.len(), 3, "{d:?}");
     assert_eq!(
         d.unschedulable[0].1,
-        "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules."
+        "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules. \
+         preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
     );
+}
+
+#[test]
+fn reason_fragments_sort_as_strings_counts_included() {
+    // 10 nodes short of CPU and 2 tainted: "10 ..." sorts before "2 ...", as kube-scheduler
+    // sorts the "COUNT reason" strings.
+    let mut c = Cluster::default();
+    for i in 0..12 {
+        let mut node = testkit::node(&mut c, &format!("n{i:02}"), 500, 8 * GI, 110);
+        if i >= 10 {
+            node.taints
+                .push(testkit::taint("dedicated", "gpu", TaintEffect::NoSchedule));
+        }
+        c.nodes.push(node);
+    }
+    let pod = testkit::pod(&mut c, "big", 1000, GI);
+    c.pods.push(pod);
+    let c = testkit::finish(c);
+    let d = schedule(&c, Options::default()).unwrap();
+    assert_eq!(
+        d.unschedulable[0].1,
+        "0/12 nodes are available: 10 Insufficient cpu, 2 node(s) had untolerated taint(s). \
+         preemption: 0/12 nodes are available: 10 No preemption victims found for incoming pod, \
+         2 Preemption is not helpful for scheduling."
+    );
+}
+
+#[test]
+fn a_cluster_without_nodes_has_no_nodes_available() {
+    let mut c = Cluster::default();
+    let pod = testkit::pod(&mut c, "p", 100, GI);
+    c.pods.push(pod);
+    let d = schedule(&testkit::finish(c), Options::default()).unwrap();
+    assert_eq!(d.unschedulable[0].1, "no nodes available to schedule pods");
 }

@@ -311,3 +311,80 @@ fn off_mode_ignores_gang_boundaries() {
     let atomic = run(&c, GangPreemption::Atomic);
     assert_eq!(evicted(&c, &atomic), vec!["g1-0", "g1-1", "g2-0", "g2-1"]);
 }
+
+/// The FailedScheduling message of the one unschedulable pod.
+fn only_message(d: &Decisions) -> &str {
+    assert_eq!(d.unschedulable.len(), 1, "{d:?}");
+    &d.unschedulable[0].1
+}
+
+#[test]
+fn failed_preemption_names_why_each_node_cannot_help() {
+    // a: a low-priority pod runs there, but even without it 4 CPU < 6 CPU.
+    // b: nothing of lower priority runs there. c: tainted, which evicting cannot cure.
+    let mut c = Cluster::default();
+    nodes(&mut c, &["a", "b", "c"], 4000);
+    c.nodes[2].taints.push(testkit::taint(
+        "dedicated",
+        "gpu",
+        lockstep_model::TaintEffect::NoSchedule,
+    ));
+    let low = testkit::running(&mut c, "low", "a", 3000, 0, None);
+    c.pods.push(low);
+    let peer = testkit::running(&mut c, "peer", "b", 3000, 100, None);
+    c.pods.push(peer);
+    let mut big = testkit::pod(&mut c, "big", 6000, GI);
+    big.priority = 100;
+    c.pods.push(big);
+    let c = testkit::finish(c);
+    let d = run(&c, GangPreemption::Minimal);
+    assert!(d.evictions.is_empty());
+    assert_eq!(
+        only_message(&d),
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu. \
+         preemption: 0/3 nodes are available: 1 Insufficient cpu, \
+         1 No preemption victims found for incoming pod, \
+         1 Preemption is not helpful for scheduling."
+    );
+}
+
+#[test]
+fn a_pod_that_may_not_preempt_says_so() {
+    let mut c = Cluster::default();
+    nodes(&mut c, &["a"], 4000);
+    let low = testkit::running(&mut c, "low", "a", 3000, 0, None);
+    c.pods.push(low);
+    let mut polite = testkit::pod(&mut c, "polite", 2000, GI);
+    polite.priority = 100;
+    polite.preemption_policy = PreemptionPolicy::Never;
+    c.pods.push(polite);
+    let c = testkit::finish(c);
+    let d = run(&c, GangPreemption::Minimal);
+    assert!(d.evictions.is_empty());
+    assert_eq!(
+        only_message(&d),
+        "0/1 nodes are available: 1 Insufficient cpu. \
+         preemption: not eligible due to preemptionPolicy=Never."
+    );
+}
+
+#[test]
+fn without_preemption_the_message_has_no_preemption_part() {
+    let mut c = Cluster::default();
+    nodes(&mut c, &["a"], 1000);
+    let big = testkit::pod(&mut c, "big", 2000, GI);
+    c.pods.push(big);
+    let c = testkit::finish(c);
+    let d = schedule(
+        &c,
+        Options {
+            preemption: false,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        only_message(&d),
+        "0/1 nodes are available: 1 Insufficient cpu."
+    );
+}
