@@ -77,10 +77,14 @@ impl Reason {
         }
     }
 
-    /// Whether removing pods from the node could cure this rejection: kube-scheduler's
+    /// Whether removing pods from `node` could cure this rejection of `pod`: kube-scheduler's
     /// `Unschedulable` status code, as opposed to `UnschedulableAndUnresolvable`. Preemption
-    /// only looks at nodes rejected for such reasons.
-    pub fn resolvable(&self) -> bool {
+    /// only looks at nodes rejected for such reasons. A resource is unresolvable when the
+    /// pod asks for more than the node's whole allocatable.
+    pub fn resolvable(&self, snap: &Snapshot, pod: &Pod, node: NodeId) -> bool {
+        if let Reason::Insufficient(r) = self {
+            return pod.requests.get(*r) <= snap.allocatable(node, *r);
+        }
         match self {
             Reason::NodePortsConflict
             | Reason::Insufficient(_)

@@ -799,7 +799,8 @@ impl<'c> Scheduler<'c> {
     /// `preemption: not eligible due to preemptionPolicy=Never.` for a pod that may not
     /// preempt, else `preemption: 0/N nodes are available: ...` with one reason per node:
     /// `Preemption is not helpful for scheduling` where the node's rejection is one that
-    /// evicting pods cannot cure (taints, node affinity, a missing label, DRA, ...); `No
+    /// evicting pods cannot cure (taints, node affinity, a missing label, DRA, a request
+    /// beyond the node's allocatable, ...); `No
     /// preemption victims found for incoming pod` where it could be cured but the node runs
     /// no pod of lower priority; otherwise why the pod still does not fit with every
     /// lower-priority pod of the node gone (e.g. `Insufficient cpu`). The snapshot is left
@@ -818,7 +819,12 @@ impl<'c> Scheduler<'c> {
             let rejection = self.framework.rejection_on(&self.snapshot, pod_id, node);
             // A node the pod fits cannot occur for a pod that fit nowhere; it counts as one
             // preemption does not help rather than being left out of the total.
-            if rejection.first().is_none_or(|r| !r.resolvable()) {
+            let pod = self.snapshot.pod(pod_id);
+            let resolvable = !rejection.is_empty()
+                && rejection
+                    .iter()
+                    .all(|r| r.resolvable(&self.snapshot, pod, node));
+            if !resolvable {
                 crate::cycle::add_reason(&mut histogram, NOT_HELPFUL.into(), 1);
                 continue;
             }

@@ -62,8 +62,7 @@ fn insufficient_and_taint_message() {
     assert_eq!(
         d.unschedulable[0].1,
         "0/5 nodes are available: 2 node(s) had untolerated taint(s), 3 Insufficient cpu. \
-         preemption: 0/5 nodes are available: 2 Preemption is not helpful for scheduling, \
-         3 No preemption victims found for incoming pod."
+         preemption: 0/5 nodes are available: 5 Preemption is not helpful for scheduling."
     );
 }
 
@@ -210,7 +209,8 @@ fn pod_anti_affinity_one_per_host_and_affinity_follows() {
 #[test]
 fn reason_fragments_sort_as_strings_counts_included() {
     // 10 nodes short of CPU and 2 tainted: "10 ..." sorts before "2 ...", as kube-scheduler
-    // sorts the "COUNT reason" strings.
+    // sorts the "COUNT reason" strings. No node has the CPU the pod asks for, so preemption
+    // cannot help anywhere.
     let mut c = Cluster::default();
     for i in 0..12 {
         let mut node = testkit::node(&mut c, &format!("n{i:02}"), 500, 8 * GI, 110);
@@ -227,8 +227,7 @@ fn reason_fragments_sort_as_strings_counts_included() {
     assert_eq!(
         d.unschedulable[0].1,
         "0/12 nodes are available: 10 Insufficient cpu, 2 node(s) had untolerated taint(s). \
-         preemption: 0/12 nodes are available: 10 No preemption victims found for incoming pod, \
-         2 Preemption is not helpful for scheduling."
+         preemption: 0/12 nodes are available: 12 Preemption is not helpful for scheduling."
     );
 }
 

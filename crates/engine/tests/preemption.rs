@@ -320,20 +320,27 @@ fn only_message(d: &Decisions) -> &str {
 
 #[test]
 fn failed_preemption_names_why_each_node_cannot_help() {
-    // a: a low-priority pod runs there, but even without it 4 CPU < 6 CPU.
-    // b: nothing of lower priority runs there. c: tainted, which evicting cannot cure.
+    // The preemptor needs 3 of 4 CPUs.
+    // a: a low-priority pod (1 CPU) runs beside a peer (2 CPU): without it 2 CPUs are free.
+    // b: only a peer (3 CPU) runs there: nothing of lower priority to evict.
+    // c: tainted, which evicting cannot cure. d: 2 CPUs in all, less than the request.
     let mut c = Cluster::default();
     nodes(&mut c, &["a", "b", "c"], 4000);
+    nodes(&mut c, &["d"], 2000);
     c.nodes[2].taints.push(testkit::taint(
         "dedicated",
         "gpu",
         lockstep_model::TaintEffect::NoSchedule,
     ));
-    let low = testkit::running(&mut c, "low", "a", 3000, 0, None);
-    c.pods.push(low);
-    let peer = testkit::running(&mut c, "peer", "b", 3000, 100, None);
-    c.pods.push(peer);
-    let mut big = testkit::pod(&mut c, "big", 6000, GI);
+    for (name, node, cpu, priority) in [
+        ("low", "a", 1000, 0),
+        ("peer-a", "a", 2000, 100),
+        ("peer-b", "b", 3000, 100),
+    ] {
+        let p = testkit::running(&mut c, name, node, cpu, priority, None);
+        c.pods.push(p);
+    }
+    let mut big = testkit::pod(&mut c, "big", 3000, GI);
     big.priority = 100;
     c.pods.push(big);
     let c = testkit::finish(c);
@@ -341,10 +348,10 @@ fn failed_preemption_names_why_each_node_cannot_help() {
     assert!(d.evictions.is_empty());
     assert_eq!(
         only_message(&d),
-        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu. \
-         preemption: 0/3 nodes are available: 1 Insufficient cpu, \
+        "0/4 nodes are available: 1 node(s) had untolerated taint(s), 3 Insufficient cpu. \
+         preemption: 0/4 nodes are available: 1 Insufficient cpu, \
          1 No preemption victims found for incoming pod, \
-         1 Preemption is not helpful for scheduling."
+         2 Preemption is not helpful for scheduling."
     );
 }
 
