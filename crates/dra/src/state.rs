@@ -436,6 +436,39 @@ impl DraState {
         }
     }
 
+    /// The first request of the claims still to allocate whose device class does not exist,
+    /// in kube-scheduler's words: `request gpu: device class missing does not exist` (a
+    /// `firstAvailable` subrequest is named `request/subrequest`). Allocated claims are not
+    /// looked at.
+    pub fn missing_class(&self, claims: &[ClaimRef]) -> Option<String> {
+        for &c in claims {
+            let spec = match c {
+                ClaimRef::Claim(id) => {
+                    if self.is_allocated(id) {
+                        continue;
+                    }
+                    &self.shared.claims.get(id.index())?.spec
+                }
+                ClaimRef::Template(id) => &self.shared.templates.get(id.index())?.spec,
+            };
+            for r in &spec.requests {
+                for alt in &r.alts {
+                    if let Err(class) = &alt.class {
+                        let name = if r.first_available {
+                            format!("{}/{}", r.name, alt.name)
+                        } else {
+                            r.name.clone()
+                        };
+                        return Some(format!(
+                            "request {name}: device class {class} does not exist"
+                        ));
+                    }
+                }
+            }
+        }
+        None
+    }
+
     /// Number of devices in the catalog (device ids are `0..device_count()`).
     pub fn device_count(&self) -> usize {
         self.shared.catalog.devices.len()

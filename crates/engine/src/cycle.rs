@@ -228,7 +228,7 @@ impl Framework {
                     self.active.push(i);
                 }
                 PreFilter::Skip => {}
-                PreFilter::RejectAll(_) => return false,
+                PreFilter::RejectAll(..) => return false,
             }
         }
         // The batching state describes a scan, not this probe.
@@ -261,7 +261,7 @@ impl Framework {
                     self.active.push(i);
                 }
                 PreFilter::Skip => {}
-                PreFilter::RejectAll(r) => return vec![r],
+                PreFilter::RejectAll(r, _) => return vec![r],
             }
         }
         self.batch = None;
@@ -455,15 +455,8 @@ impl Framework {
                     });
                 }
                 PreFilter::Skip => {}
-                PreFilter::RejectAll(r) => {
-                    let message = match snap.claims(pod_id) {
-                        crate::snapshot::PodClaims::Missing(m)
-                            if r == Reason::Dra(lockstep_dra::UnfitReason::ClaimNotFound) =>
-                        {
-                            m.clone()
-                        }
-                        _ => r.message(snap),
-                    };
+                PreFilter::RejectAll(r, message) => {
+                    let message = message.unwrap_or_else(|| r.message(snap));
                     return Err(FitError {
                         num_nodes: n,
                         reasons: Vec::new(),

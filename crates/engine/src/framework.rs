@@ -116,8 +116,9 @@ pub enum PreFilter {
     RunOn(Vec<NodeId>, u8),
     /// The filter cannot reject any node for this pod: skip it this cycle.
     Skip,
-    /// Every node is rejected for this reason.
-    RejectAll(Reason),
+    /// Every node is rejected for this reason; the message, when given, says more than the
+    /// reason's text (it names the claim or request).
+    RejectAll(Reason, Option<String>),
 }
 
 /// State computed once per pod and cycle by PreFilter/PreScore, read by Filter/Score.

@@ -70,7 +70,7 @@ impl Plugin for NodeAffinity {
             Some(terms) => match node_names(terms) {
                 None => PreFilter::Run,
                 Some(names) if names.is_empty() => {
-                    PreFilter::RejectAll(Reason::NodeAffinityConflict)
+                    PreFilter::RejectAll(Reason::NodeAffinityConflict, None)
                 }
                 Some(names) => {
                     PreFilter::RunOn(names.iter().filter_map(|n| snap.node_id(n)).collect(), 1)
