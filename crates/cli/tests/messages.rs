@@ -39,7 +39,10 @@ fn the_readme_quickstart_output_is_what_the_binary_prints() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let prompt = "$ lockstep schedule -f examples/quickstart\n";
-    let start = readme.find(prompt).expect("README shows the quickstart run") + prompt.len();
+    let start = readme
+        .find(prompt)
+        .expect("README shows the quickstart run")
+        + prompt.len();
     let end = start + readme[start..].find("```").expect("end of the code block");
     let shown = &readme[start..end];
     let out = Command::new(env!("CARGO_BIN_EXE_lockstep"))
