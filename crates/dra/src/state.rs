@@ -423,6 +423,21 @@ impl DraState {
             .is_some_and(|u| u.allocation.is_some())
     }
 
+    /// Whether the claim is allocated and its allocation cannot be used from `node`.
+    pub fn allocated_elsewhere(&self, claim: ClaimId, node: NodeId) -> bool {
+        self.usage
+            .claims
+            .get(claim.index())
+            .and_then(|u| u.allocation.as_ref())
+            .is_some_and(|a| !a.nodes.contains(node))
+    }
+
+    /// How many pods use the claim (its `reservedFor` in the input, then the pods placed
+    /// with it).
+    pub fn claim_users(&self, claim: ClaimId) -> u32 {
+        self.usage.claims.get(claim.index()).map_or(0, |u| u.users)
+    }
+
     /// The request name as allocation results spell it: `request` or `request/subrequest`.
     pub fn request_name(&self, claim: ClaimRef, request: RequestRef) -> String {
         let spec = match claim {

@@ -16,6 +16,7 @@ pub enum SetupError {
     Dra(#[from] lockstep_dra::DraError),
 }
 use crate::cycle::{FitError, Framework};
+use crate::framework::Reason;
 use crate::group::{GroupIndex, Unit, candidate_orders, capacity_of, domains, free_of};
 use crate::preemption::{Eviction, GangPreemption, Lifted};
 use crate::snapshot::Snapshot;
@@ -536,11 +537,72 @@ impl<'c> Scheduler<'c> {
     /// cluster has no nodes).
     fn unschedulable_message(&mut self, index: &GroupIndex, id: PodId, e: &FitError) -> String {
         let mut message = e.message(&self.snapshot);
-        if self.options.preemption && e.num_nodes > 0 {
+        if e.num_nodes == 0 {
+            return message;
+        }
+        // PostFilter plugins in profile order, their messages joined with ", ".
+        let mut post = Vec::new();
+        if self.claim_to_deallocate(id, e) {
+            post.push("deallocation of ResourceClaim completed".to_string());
+        }
+        if self.options.preemption {
+            post.push(self.preemption_message(index, id));
+        }
+        if !post.is_empty() {
             message.push(' ');
-            message.push_str(&self.preemption_message(index, id));
+            message.push_str(&post.join(", "));
         }
         message
+    }
+
+    /// DynamicResources' PostFilter: whether kube-scheduler would deallocate one of the
+    /// pod's allocated claims because it is not available on a node that reached that check
+    /// (`resourceclaim not available on the node`), which it does for a claim no other pod
+    /// uses. lockstep reports it and keeps the allocation: it does not retry the pod.
+    fn claim_to_deallocate(&mut self, id: PodId, e: &FitError) -> bool {
+        let unavailable = Reason::Dra(lockstep_dra::UnfitReason::ClaimNotAvailableOnNode);
+        if !e.reasons.iter().any(|(r, _)| *r == unavailable) {
+            return false;
+        }
+        let crate::snapshot::PodClaims::Refs(refs) = self.snapshot.claims(id) else {
+            return false;
+        };
+        let Some(dra) = self.snapshot.dra.as_ref() else {
+            return false;
+        };
+        let pod = self.snapshot.pod(id);
+        let cluster = self.snapshot.cluster;
+        let free: Vec<lockstep_dra::ClaimId> = refs
+            .iter()
+            .filter_map(|r| match r {
+                lockstep_dra::ClaimRef::Claim(c) => Some(*c),
+                lockstep_dra::ClaimRef::Template(_) => None,
+            })
+            .filter(|&c| {
+                let key = dra.claim_key(lockstep_dra::ClaimRef::Claim(c));
+                let only_this_pod = cluster
+                    .resource_claims
+                    .iter()
+                    .find(|rc| rc.key() == key)
+                    .is_some_and(|rc| rc.reserved_for == [pod.key()]);
+                dra.claim_users(c) == 0 || (dra.claim_users(c) == 1 && only_this_pod)
+            })
+            .collect();
+        if free.is_empty() {
+            return false;
+        }
+        (0..self.snapshot.num_nodes() as u32)
+            .map(NodeId)
+            .any(|node| {
+                let rejection = self.framework.rejection_on(&self.snapshot, id, node);
+                rejection == [unavailable]
+                    && free.iter().any(|&c| {
+                        self.snapshot
+                            .dra
+                            .as_ref()
+                            .is_some_and(|d| d.allocated_elsewhere(c, node))
+                    })
+            })
     }
 
     /// Pod preemption: evicts victims and returns the node the pod now fits on.
