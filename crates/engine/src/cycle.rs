@@ -246,33 +246,50 @@ impl Framework {
         pod_id: PodId,
         node: NodeId,
     ) -> Vec<Reason> {
+        self.rejections(snap, pod_id, &[node])
+            .pop()
+            .unwrap_or_default()
+    }
+
+    /// [`rejection_on`](Self::rejection_on) for each of `nodes`, with one PreFilter.
+    pub(crate) fn rejections(
+        &mut self,
+        snap: &Snapshot,
+        pod_id: PodId,
+        nodes: &[NodeId],
+    ) -> Vec<Vec<Reason>> {
         let pod = snap.pod(pod_id);
         self.state.pod = pod_id;
         self.active.clear();
+        self.batch = None;
         // The plugins that narrowed the nodes (all named, as kube-scheduler names them), and
-        // whether this node is outside their intersection.
-        let (mut bits, mut outside) = (0u8, false);
+        // the nodes each kept.
+        let mut bits = 0u8;
+        let mut kept: Vec<Vec<NodeId>> = Vec::new();
         for (i, p) in self.filters.iter().enumerate() {
             match p.pre_filter(snap, pod, &mut self.state) {
                 PreFilter::Run => self.active.push(i),
-                PreFilter::RunOn(nodes, bit) => {
-                    outside |= !nodes.contains(&node);
+                PreFilter::RunOn(on, bit) => {
+                    kept.push(on);
                     bits |= bit;
                     self.active.push(i);
                 }
                 PreFilter::Skip => {}
-                PreFilter::RejectAll(r, _) => return vec![r],
+                PreFilter::RejectAll(r, _) => return vec![vec![r]; nodes.len()],
             }
         }
-        self.batch = None;
-        if outside {
-            return vec![Reason::NotInPreFilterResult(bits)];
-        }
-        if self.passes(snap, pod, node) {
-            Vec::new()
-        } else {
-            self.reasons.clone()
-        }
+        nodes
+            .iter()
+            .map(|node| {
+                if kept.iter().any(|on| !on.contains(node)) {
+                    vec![Reason::NotInPreFilterResult(bits)]
+                } else if self.passes(snap, pod, *node) {
+                    Vec::new()
+                } else {
+                    self.reasons.clone()
+                }
+            })
+            .collect()
     }
 
     /// Computes the pod's signature into `self.signature`; false when some plugin cannot

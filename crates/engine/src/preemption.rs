@@ -31,9 +31,13 @@
 
 use std::collections::BTreeMap;
 
-use lockstep_model::{DisruptionMode, IntOrPercent, NodeId, Pod, PodId, PreemptionPolicy};
+use lockstep_model::{
+    DisruptionMode, IntOrPercent, NodeId, Pod, PodId, PreemptionPolicy, ResourceId,
+};
+
 use serde::Deserialize;
 
+use crate::framework::Reason;
 use crate::group::{GroupIndex, Unit};
 use crate::scheduler::Scheduler;
 
@@ -814,9 +818,9 @@ impl<'c> Scheduler<'c> {
         let n = self.snapshot.num_nodes();
         let mut histogram: Vec<(String, u32)> = Vec::new();
         const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
-        for i in 0..n {
-            let node = NodeId(i as u32);
-            let rejection = self.framework.rejection_on(&self.snapshot, pod_id, node);
+        let all: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
+        let rejections = self.framework.rejections(&self.snapshot, pod_id, &all);
+        for (node, rejection) in all.into_iter().zip(rejections) {
             // A node the pod fits cannot occur for a pod that fit nowhere; it counts as one
             // preemption does not help rather than being left out of the total.
             let pod = self.snapshot.pod(pod_id);
@@ -843,9 +847,31 @@ impl<'c> Scheduler<'c> {
                 );
                 continue;
             }
-            let lifted = self.lift(&on_node);
-            let still = self.framework.rejection_on(&self.snapshot, pod_id, node);
-            self.restore(&lifted);
+            // A node short of resources that stays short without its victims fails the same
+            // filter again (the filters before NodeResourcesFit passed and removing pods
+            // cannot break them): count that without touching the snapshot.
+            let fit_only = rejection
+                .iter()
+                .all(|r| matches!(r, Reason::Insufficient(_) | Reason::TooManyPods));
+            let short = if fit_only {
+                self.short_without(pod_id, node, &on_node)
+            } else {
+                Vec::new()
+            };
+            let still = if short.is_empty() || cfg!(debug_assertions) {
+                let lifted = self.lift(&on_node);
+                let still = self.framework.rejection_on(&self.snapshot, pod_id, node);
+                self.restore(&lifted);
+                if !short.is_empty() {
+                    let (mut a, mut b) = (short.clone(), still.clone());
+                    a.sort();
+                    b.sort();
+                    debug_assert_eq!(a, b, "the resource shortcut agrees with a filter run");
+                }
+                still
+            } else {
+                short
+            };
             if still.is_empty() {
                 // A candidate preemption would have used: not reached when preemption failed.
                 crate::cycle::add_reason(&mut histogram, NOT_HELPFUL.into(), 1);
@@ -858,6 +884,28 @@ impl<'c> Scheduler<'c> {
             "preemption: {}",
             crate::cycle::nodes_available(n, histogram)
         )
+    }
+
+    /// NodeResourcesFit's reasons for `pod_id` on `node` with `victims` gone (empty when
+    /// the resources would suffice).
+    fn short_without(&self, pod_id: PodId, node: NodeId, victims: &[PodId]) -> Vec<Reason> {
+        let snap = &self.snapshot;
+        let pod = snap.pod(pod_id);
+        let mut reasons = Vec::new();
+        let pods_left = i64::from(snap.pod_count(node)) - victims.len() as i64;
+        if pods_left + 1 > snap.allocatable(node, ResourceId::PODS) {
+            reasons.push(Reason::TooManyPods);
+        }
+        for (r, v) in pod.requests.iter() {
+            if r == ResourceId::PODS || v <= 0 {
+                continue;
+            }
+            let freed: i64 = victims.iter().map(|p| snap.pod(*p).requests.get(r)).sum();
+            if v > snap.allocatable(node, r) - (snap.requested(node, r) - freed) {
+                reasons.push(Reason::Insufficient(r));
+            }
+        }
+        reasons
     }
 
     fn resources_could_fit(&self, pod_id: PodId, node: NodeId, victims: &[PodId]) -> bool {

@@ -591,18 +591,12 @@ impl<'c> Scheduler<'c> {
         if free.is_empty() {
             return false;
         }
-        (0..self.snapshot.num_nodes() as u32)
-            .map(NodeId)
-            .any(|node| {
-                let rejection = self.framework.rejection_on(&self.snapshot, id, node);
-                rejection == [unavailable]
-                    && free.iter().any(|&c| {
-                        self.snapshot
-                            .dra
-                            .as_ref()
-                            .is_some_and(|d| d.allocated_elsewhere(c, node))
-                    })
-            })
+        let all: Vec<NodeId> = (0..self.snapshot.num_nodes() as u32).map(NodeId).collect();
+        let rejections = self.framework.rejections(&self.snapshot, id, &all);
+        let dra = self.snapshot.dra.as_ref().expect("checked above");
+        all.into_iter().zip(rejections).any(|(node, rejection)| {
+            rejection == [unavailable] && free.iter().any(|&c| dra.allocated_elsewhere(c, node))
+        })
     }
 
     /// Pod preemption: evicts victims and returns the node the pod now fits on.
