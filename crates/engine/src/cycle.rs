@@ -56,6 +56,8 @@ pub struct FitError {
     pub reasons: Vec<(Reason, u32)>,
     /// Set when a PreFilter rejected the pod outright: its message, printed once.
     pub pre_filter: Option<String>,
+    /// The plugin whose PreFilter rejected the pod, when one did.
+    pub rejected_by: Option<&'static str>,
 }
 
 impl FitError {
@@ -452,6 +454,7 @@ impl Framework {
                 num_nodes: 0,
                 reasons: Vec::new(),
                 pre_filter: None,
+                rejected_by: None,
             });
         }
         // PreFilter.
@@ -478,6 +481,7 @@ impl Framework {
                         num_nodes: n,
                         reasons: Vec::new(),
                         pre_filter: Some(message),
+                        rejected_by: Some(p.name()),
                     });
                 }
             }
@@ -527,6 +531,7 @@ impl Framework {
                 num_nodes: n_all,
                 reasons,
                 pre_filter: None,
+                rejected_by: None,
             });
         }
         if self.feasible.len() == 1 && !self.force_score {

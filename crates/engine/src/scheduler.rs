@@ -540,6 +540,19 @@ impl<'c> Scheduler<'c> {
         if e.num_nodes == 0 {
             return message;
         }
+        // DynamicResources' PostFilter reads the state its PreFilter writes. When an earlier
+        // PreFilter rejected the pod, DynamicResources' never ran, and its PostFilter fails
+        // with kube-scheduler's "not found", which ends PostFilter: no preemption part.
+        if let Some(plugin) = e.rejected_by {
+            let filters = &self.options.profile.filters;
+            let at = |name: &str| filters.iter().position(|f| f == name);
+            if let (Some(by), Some(dra)) = (at(plugin), at("DynamicResources"))
+                && by < dra
+            {
+                message.push_str(" not found");
+                return message;
+            }
+        }
         // PostFilter plugins in profile order, their messages joined with ", ".
         let mut post = Vec::new();
         if self.claim_to_deallocate(id, e) {

@@ -239,3 +239,36 @@ fn a_cluster_without_nodes_has_no_nodes_available() {
     let d = schedule(&testkit::finish(c), Options::default()).unwrap();
     assert_eq!(d.unschedulable[0].1, "no nodes available to schedule pods");
 }
+
+#[test]
+fn a_pre_filter_rejection_before_dynamic_resources_ends_post_filter_with_not_found() {
+    let mut c = Cluster::default();
+    let node = testkit::node(&mut c, "a", 4000, 8 * GI, 110);
+    c.nodes.push(node);
+    let mut p = testkit::pod(&mut c, "conflict", 100, GI);
+    let name_in = |n: &str| Requirement {
+        key: "metadata.name".into(),
+        operator: Operator::In,
+        values: vec![n.into()],
+    };
+    p.node_affinity.required = Some(vec![NodeSelectorTerm {
+        match_expressions: vec![],
+        match_fields: vec![name_in("a"), name_in("b")],
+    }]);
+    c.pods.push(p);
+    let c = testkit::finish(c);
+    let d = schedule(&c, Options::default()).unwrap();
+    assert_eq!(
+        d.unschedulable[0].1,
+        "0/1 nodes are available: pod affinity terms conflict. not found"
+    );
+    // Without DynamicResources, DefaultPreemption has its say.
+    let mut options = Options::default();
+    options.profile.filters.retain(|f| f != "DynamicResources");
+    let d = schedule(&c, options).unwrap();
+    assert_eq!(
+        d.unschedulable[0].1,
+        "0/1 nodes are available: pod affinity terms conflict. \
+         preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+    );
+}
