@@ -395,3 +395,63 @@ fn without_preemption_the_message_has_no_preemption_part() {
         "0/1 nodes are available: 1 Insufficient cpu."
     );
 }
+
+#[test]
+fn a_rejection_that_outlasts_the_victims_is_named_in_the_preemption_part() {
+    // a: a peer holds host port 8080 and a low-priority pod runs beside it; evicting the
+    // low-priority pod leaves the port taken.
+    let mut c = Cluster::default();
+    nodes(&mut c, &["a"], 4000);
+    let port = lockstep_model::HostPort {
+        protocol: "TCP".into(),
+        host_ip: String::new(),
+        port: 8080,
+    };
+    let mut peer = testkit::running(&mut c, "peer", "a", 1000, 100, None);
+    peer.host_ports.push(port.clone());
+    c.pods.push(peer);
+    let low = testkit::running(&mut c, "low", "a", 1000, 0, None);
+    c.pods.push(low);
+    let mut web = testkit::pod(&mut c, "web", 1000, GI);
+    web.priority = 100;
+    web.host_ports.push(port);
+    c.pods.push(web);
+    let c = testkit::finish(c);
+    let d = run(&c, GangPreemption::Minimal);
+    assert!(d.evictions.is_empty());
+    assert_eq!(
+        only_message(&d),
+        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports. \
+         preemption: 0/1 nodes are available: \
+         1 node(s) didn't have free ports for the requested pod ports."
+    );
+}
+
+#[test]
+fn a_node_still_full_of_pods_without_its_victims_says_too_many_pods() {
+    // Room for 3 pods and 4 running: three peers and a low-priority pod. Without the
+    // low-priority pod 3 remain, so the pod is still one too many.
+    let mut c = Cluster::default();
+    let node = testkit::node(&mut c, "a", 8000, 64 * GI, 3);
+    c.nodes.push(node);
+    for (name, priority) in [
+        ("peer-1", 100),
+        ("peer-2", 100),
+        ("peer-3", 100),
+        ("low", 0),
+    ] {
+        let p = testkit::running(&mut c, name, "a", 100, priority, None);
+        c.pods.push(p);
+    }
+    let mut web = testkit::pod(&mut c, "web", 100, GI);
+    web.priority = 100;
+    c.pods.push(web);
+    let c = testkit::finish(c);
+    let d = run(&c, GangPreemption::Minimal);
+    assert!(d.evictions.is_empty());
+    assert_eq!(
+        only_message(&d),
+        "0/1 nodes are available: 1 Too many pods. \
+         preemption: 0/1 nodes are available: 1 Too many pods."
+    );
+}
