@@ -481,12 +481,32 @@ fn with_scratch<T>(f: impl FnOnce(&mut Scratch) -> T) -> T {
     })
 }
 
-/// Runs the search; on success `w.taken` holds the devices of the pending claims.
+/// Runs the search; on success `w.taken` holds the devices of the pending claims. An
+/// allocated claim that cannot be used from the node rejects it only after the claims still
+/// to allocate have been found devices: kube-scheduler's DynamicResources runs the
+/// allocator first, so a node where that fails reports `cannot allocate all claims`.
 fn search(
     state: &DraState,
     node: NodeId,
     claims: &[ClaimRef],
     w: &mut Scratch,
+) -> Result<(), Unfit> {
+    let mut unavailable = None;
+    search_pending(state, node, claims, w, &mut unavailable)?;
+    match unavailable {
+        Some(unfit) => Err(unfit),
+        None => Ok(()),
+    }
+}
+
+/// [`search`] without the final verdict on allocated claims: the first allocated claim that
+/// cannot be used from the node is left in `unavailable`.
+fn search_pending(
+    state: &DraState,
+    node: NodeId,
+    claims: &[ClaimRef],
+    w: &mut Scratch,
+    unavailable: &mut Option<Unfit>,
 ) -> Result<(), Unfit> {
     let shared = state.shared();
     let cat = &shared.catalog;
@@ -505,10 +525,13 @@ fn search(
             && let Some(a) = &usage.claims[id.index()].allocation
         {
             if !a.nodes.contains(node) {
-                return Err(Unfit::with_detail(
-                    UnfitReason::ClaimNotAvailableOnNode,
-                    format!("{} is allocated for other nodes", spec.object),
-                ));
+                if unavailable.is_none() {
+                    *unavailable = Some(Unfit::with_detail(
+                        UnfitReason::ClaimNotAvailableOnNode,
+                        format!("{} is allocated for other nodes", spec.object),
+                    ));
+                }
+                continue;
             }
             w.allocated.push(slot);
             continue;

@@ -423,6 +423,21 @@ impl DraState {
             .is_some_and(|u| u.allocation.is_some())
     }
 
+    /// Whether the claim is allocated and its allocation cannot be used from `node`.
+    pub fn allocated_elsewhere(&self, claim: ClaimId, node: NodeId) -> bool {
+        self.usage
+            .claims
+            .get(claim.index())
+            .and_then(|u| u.allocation.as_ref())
+            .is_some_and(|a| !a.nodes.contains(node))
+    }
+
+    /// How many pods use the claim (its `reservedFor` in the input, then the pods placed
+    /// with it).
+    pub fn claim_users(&self, claim: ClaimId) -> u32 {
+        self.usage.claims.get(claim.index()).map_or(0, |u| u.users)
+    }
+
     /// The request name as allocation results spell it: `request` or `request/subrequest`.
     pub fn request_name(&self, claim: ClaimRef, request: RequestRef) -> String {
         let spec = match claim {
@@ -434,6 +449,39 @@ impl DraState {
             Some(s) => format!("{}/{}", r.name, r.alts[s as usize].name),
             None => r.name.clone(),
         }
+    }
+
+    /// The first request of the claims still to allocate whose device class does not exist,
+    /// in kube-scheduler's words: `request gpu: device class missing does not exist` (a
+    /// `firstAvailable` subrequest is named `request/subrequest`). Allocated claims are not
+    /// looked at.
+    pub fn missing_class(&self, claims: &[ClaimRef]) -> Option<String> {
+        for &c in claims {
+            let spec = match c {
+                ClaimRef::Claim(id) => {
+                    if self.is_allocated(id) {
+                        continue;
+                    }
+                    &self.shared.claims.get(id.index())?.spec
+                }
+                ClaimRef::Template(id) => &self.shared.templates.get(id.index())?.spec,
+            };
+            for r in &spec.requests {
+                for alt in &r.alts {
+                    if let Err(class) = &alt.class {
+                        let name = if r.first_available {
+                            format!("{}/{}", r.name, alt.name)
+                        } else {
+                            r.name.clone()
+                        };
+                        return Some(format!(
+                            "request {name}: device class {class} does not exist"
+                        ));
+                    }
+                }
+            }
+        }
+        None
     }
 
     /// Number of devices in the catalog (device ids are `0..device_count()`).

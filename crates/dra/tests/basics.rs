@@ -253,6 +253,47 @@ fn an_allocated_claim_pins_its_users_to_its_nodes_and_holds_its_devices() {
 }
 
 #[test]
+fn a_claim_that_cannot_be_allocated_is_reported_before_an_allocated_claim_elsewhere() {
+    // kube-scheduler's DynamicResources runs the allocator before it rejects a node for an
+    // allocated claim that is not available there.
+    let mut w = one_node(vec![gpu("gpu-0", "A", 16, "pci0", 0)]);
+    w.nodes.push(node("node-b", &[]));
+    w.slices.push(slice_on(
+        "node-b-gpus",
+        "node-b",
+        "node-b",
+        vec![gpu("gpu-0", "A", 16, "pci0", 0)],
+    ));
+    allocated_on_node_a(&mut w);
+    w.templates = vec![
+        template("one", vec![request("gpu", exact("gpu", 1))], vec![]),
+        template("two", vec![request("gpu", exact("gpu", 2))], vec![]),
+    ];
+    let st = w.state();
+    let b = node_id(&w, "node-b");
+    let shared = claim_ref(&st, "shared");
+    // node-b has one GPU: one more fits, so the allocated claim decides.
+    let e = st
+        .try_allocate(b, &[shared, template_ref(&st, "one")])
+        .unwrap_err();
+    assert_eq!(e.reason, UnfitReason::ClaimNotAvailableOnNode);
+    // Two more do not fit: that is the reason, whichever claim comes first.
+    for claims in [
+        [shared, template_ref(&st, "two")],
+        [template_ref(&st, "two"), shared],
+    ] {
+        assert_eq!(
+            st.try_allocate(b, &claims).unwrap_err().reason,
+            UnfitReason::CannotAllocateAllClaims
+        );
+        assert_eq!(
+            st.fits(b, &claims).unwrap_err().reason,
+            UnfitReason::CannotAllocateAllClaims
+        );
+    }
+}
+
+#[test]
 fn evicting_the_last_user_of_an_allocated_claim_frees_its_devices() {
     let mut w = one_node(vec![gpu("gpu-0", "A", 16, "pci0", 0)]);
     allocated_on_node_a(&mut w);

@@ -8,8 +8,8 @@ use thiserror::Error;
 
 /// Filter plugins of the default profile, in kube-scheduler's order.
 pub const DEFAULT_FILTERS: &[&str] = &[
-    "NodeUnschedulable",
     "NodeName",
+    "NodeUnschedulable",
     "TaintToleration",
     "NodeAffinity",
     "NodePorts",

@@ -56,11 +56,14 @@ pub struct FitError {
     pub reasons: Vec<(Reason, u32)>,
     /// Set when a PreFilter rejected the pod outright: its message, printed once.
     pub pre_filter: Option<String>,
+    /// The plugin whose PreFilter rejected the pod, when one did.
+    pub rejected_by: Option<&'static str>,
 }
 
 impl FitError {
-    /// kube-scheduler's message: `0/5 nodes are available: 3 Insufficient cpu, 2 node(s) had
-    /// untolerated taint {dedicated: gpu}.` Reasons are ordered by their text.
+    /// kube-scheduler's message: `0/5 nodes are available: 2 node(s) had untolerated
+    /// taint(s), 3 Insufficient cpu.` Each fragment is `COUNT REASON`; the fragments are
+    /// sorted as strings, counts included (so `10 ...` sorts before `2 ...`).
     pub fn message(&self, snap: &Snapshot) -> String {
         if self.num_nodes == 0 {
             return "no nodes available to schedule pods".into();
@@ -70,20 +73,36 @@ impl FitError {
         }
         let mut merged: Vec<(String, u32)> = Vec::new();
         for (r, n) in &self.reasons {
-            let text = r.message(snap);
-            match merged.iter_mut().find(|(t, _)| *t == text) {
-                Some(e) => e.1 += n,
-                None => merged.push((text, *n)),
-            }
+            add_reason(&mut merged, r.message(snap), *n);
         }
-        merged.sort();
-        let parts: Vec<String> = merged.iter().map(|(t, n)| format!("{n} {t}")).collect();
-        format!(
-            "0/{} nodes are available: {}.",
-            self.num_nodes,
-            parts.join(", ")
-        )
+        nodes_available(self.num_nodes, merged)
     }
+}
+
+/// Adds `count` nodes rejected for `text` to a histogram of reasons.
+pub(crate) fn add_reason(histogram: &mut Vec<(String, u32)>, text: String, count: u32) {
+    match histogram.iter_mut().find(|(t, _)| *t == text) {
+        Some(e) => e.1 += count,
+        None => histogram.push((text, count)),
+    }
+}
+
+/// `0/N nodes are available: ` and the histogram of reasons as kube-scheduler's
+/// `FitError.Error` prints it: `COUNT REASON` fragments sorted as strings, joined with
+/// `, `, and a final period.
+pub(crate) fn nodes_available(num_nodes: usize, histogram: Vec<(String, u32)>) -> String {
+    let mut parts: Vec<String> = histogram
+        .into_iter()
+        .map(|(t, n)| format!("{n} {t}"))
+        .collect();
+    parts.sort();
+    let mut out = format!("0/{num_nodes} nodes are available:");
+    if !parts.is_empty() {
+        out.push(' ');
+        out.push_str(&parts.join(", "));
+        out.push('.');
+    }
+    out
 }
 
 /// Opportunistic batching state (KEP-5598): the feasible nodes of the last full cycle in
@@ -211,12 +230,68 @@ impl Framework {
                     self.active.push(i);
                 }
                 PreFilter::Skip => {}
-                PreFilter::RejectAll(_) => return false,
+                PreFilter::RejectAll(..) => return false,
             }
         }
         // The batching state describes a scan, not this probe.
         self.batch = None;
         self.passes(snap, pod, node)
+    }
+
+    /// Why `pod` does not fit `node` against the snapshot as it is (PreFilter state is
+    /// computed afresh): the reasons of the first plugin that rejects it, as a full cycle
+    /// would count them for that node (a PreFilter that rejects every node, or leaves this
+    /// node out, gives its reason). Empty when the pod fits.
+    pub(crate) fn rejection_on(
+        &mut self,
+        snap: &Snapshot,
+        pod_id: PodId,
+        node: NodeId,
+    ) -> Vec<Reason> {
+        self.rejections(snap, pod_id, &[node])
+            .pop()
+            .unwrap_or_default()
+    }
+
+    /// [`rejection_on`](Self::rejection_on) for each of `nodes`, with one PreFilter.
+    pub(crate) fn rejections(
+        &mut self,
+        snap: &Snapshot,
+        pod_id: PodId,
+        nodes: &[NodeId],
+    ) -> Vec<Vec<Reason>> {
+        let pod = snap.pod(pod_id);
+        self.state.pod = pod_id;
+        self.active.clear();
+        self.batch = None;
+        // The plugins that narrowed the nodes (all named, as kube-scheduler names them), and
+        // the nodes each kept.
+        let mut bits = 0u8;
+        let mut kept: Vec<Vec<NodeId>> = Vec::new();
+        for (i, p) in self.filters.iter().enumerate() {
+            match p.pre_filter(snap, pod, &mut self.state) {
+                PreFilter::Run => self.active.push(i),
+                PreFilter::RunOn(on, bit) => {
+                    kept.push(on);
+                    bits |= bit;
+                    self.active.push(i);
+                }
+                PreFilter::Skip => {}
+                PreFilter::RejectAll(r, _) => return vec![vec![r]; nodes.len()],
+            }
+        }
+        nodes
+            .iter()
+            .map(|node| {
+                if kept.iter().any(|on| !on.contains(node)) {
+                    vec![Reason::NotInPreFilterResult(bits)]
+                } else if self.passes(snap, pod, *node) {
+                    Vec::new()
+                } else {
+                    self.reasons.clone()
+                }
+            })
+            .collect()
     }
 
     /// Computes the pod's signature into `self.signature`; false when some plugin cannot
@@ -379,6 +454,7 @@ impl Framework {
                 num_nodes: 0,
                 reasons: Vec::new(),
                 pre_filter: None,
+                rejected_by: None,
             });
         }
         // PreFilter.
@@ -399,19 +475,13 @@ impl Framework {
                     });
                 }
                 PreFilter::Skip => {}
-                PreFilter::RejectAll(r) => {
-                    let message = match snap.claims(pod_id) {
-                        crate::snapshot::PodClaims::Missing(m)
-                            if r == Reason::Dra(lockstep_dra::UnfitReason::ClaimNotFound) =>
-                        {
-                            m.clone()
-                        }
-                        _ => r.message(snap),
-                    };
+                PreFilter::RejectAll(r, message) => {
+                    let message = message.unwrap_or_else(|| r.message(snap));
                     return Err(FitError {
                         num_nodes: n,
                         reasons: Vec::new(),
                         pre_filter: Some(message),
+                        rejected_by: Some(p.name()),
                     });
                 }
             }
@@ -461,6 +531,7 @@ impl Framework {
                 num_nodes: n_all,
                 reasons,
                 pre_filter: None,
+                rejected_by: None,
             });
         }
         if self.feasible.len() == 1 && !self.force_score {

@@ -15,8 +15,8 @@ use crate::snapshot::Snapshot;
 pub enum Reason {
     NodeUnschedulable,
     NodeNameMismatch,
-    /// Index into `Snapshot::taint_names`.
-    UntoleratedTaint(u32),
+    /// A NoSchedule/NoExecute taint the pod does not tolerate.
+    UntoleratedTaint,
     NodeAffinityMismatch,
     NodePortsConflict,
     Insufficient(ResourceId),
@@ -41,10 +41,7 @@ impl Reason {
         match self {
             Reason::NodeUnschedulable => "node(s) were unschedulable".into(),
             Reason::NodeNameMismatch => "node(s) didn't match the requested node name".into(),
-            Reason::UntoleratedTaint(t) => {
-                let (k, v) = &snap.taint_names[*t as usize];
-                format!("node(s) had untolerated taint {{{k}: {v}}}")
-            }
+            Reason::UntoleratedTaint => "node(s) had untolerated taint(s)".into(),
             Reason::NodeAffinityMismatch => {
                 "node(s) didn't match Pod's node affinity/selector".into()
             }
@@ -79,6 +76,33 @@ impl Reason {
             Reason::Dra(r) => r.message().into(),
         }
     }
+
+    /// Whether removing pods from `node` could cure this rejection of `pod`: kube-scheduler's
+    /// `Unschedulable` status code, as opposed to `UnschedulableAndUnresolvable`. Preemption
+    /// only looks at nodes rejected for such reasons. A resource is unresolvable when the
+    /// pod asks for more than the node's whole allocatable.
+    pub fn resolvable(&self, snap: &Snapshot, pod: &Pod, node: NodeId) -> bool {
+        if let Reason::Insufficient(r) = self {
+            return pod.requests.get(*r) <= snap.allocatable(node, *r);
+        }
+        match self {
+            Reason::NodePortsConflict
+            | Reason::Insufficient(_)
+            | Reason::TooManyPods
+            | Reason::SpreadConstraintsNotMatch
+            | Reason::PodAntiAffinityNotMatch
+            | Reason::ExistingPodsAntiAffinityNotMatch => true,
+            Reason::NodeUnschedulable
+            | Reason::NodeNameMismatch
+            | Reason::UntoleratedTaint
+            | Reason::NodeAffinityMismatch
+            | Reason::SpreadMissingLabel
+            | Reason::PodAffinityNotMatch
+            | Reason::NotInPreFilterResult(_)
+            | Reason::NodeAffinityConflict
+            | Reason::Dra(_) => false,
+        }
+    }
 }
 
 /// The outcome of a PreFilter.
@@ -92,8 +116,9 @@ pub enum PreFilter {
     RunOn(Vec<NodeId>, u8),
     /// The filter cannot reject any node for this pod: skip it this cycle.
     Skip,
-    /// Every node is rejected for this reason.
-    RejectAll(Reason),
+    /// Every node is rejected for this reason; the message, when given, says more than the
+    /// reason's text (it names the claim or request).
+    RejectAll(Reason, Option<String>),
 }
 
 /// State computed once per pod and cycle by PreFilter/PreScore, read by Filter/Score.
@@ -108,8 +133,8 @@ pub struct CycleState {
     pub affinity_score: AffinityScoreState,
     pub fit_score: FitScoreState,
     pub dra: DraFilterState,
-    /// TaintToleration's verdict for each taint set: the first untolerated taint, if any.
-    pub taint_verdicts: Vec<Option<u32>>,
+    /// TaintToleration's verdict for each taint set: whether some taint is untolerated.
+    pub taint_verdicts: Vec<bool>,
 }
 
 /// A pod's scheduling signature: hashes of what each plugin depends on. Two pods with equal

@@ -31,9 +31,12 @@
 
 use std::collections::BTreeMap;
 
-use lockstep_model::{DisruptionMode, IntOrPercent, NodeId, Pod, PodId, PreemptionPolicy};
+use lockstep_model::{
+    DisruptionMode, IntOrPercent, NodeId, Pod, PodId, PreemptionPolicy, ResourceId,
+};
 use serde::Deserialize;
 
+use crate::framework::Reason;
 use crate::group::{GroupIndex, Unit};
 use crate::scheduler::Scheduler;
 
@@ -792,6 +795,109 @@ impl<'c> Scheduler<'c> {
         };
         let best = candidates.iter().min_by_key(|c| key(self, c))?.clone();
         Some(best)
+    }
+
+    /// The message DefaultPreemption's PostFilter adds to the FailedScheduling message of a
+    /// pod that fits no node and that preemption cannot help, as kube-scheduler words it:
+    /// `preemption: not eligible due to preemptionPolicy=Never.` for a pod that may not
+    /// preempt, else `preemption: 0/N nodes are available: ...` with one reason per node:
+    /// `Preemption is not helpful for scheduling` where the node's rejection is one that
+    /// evicting pods cannot cure (taints, node affinity, a missing label, DRA, a request
+    /// beyond the node's allocatable, ...); `No preemption victims found for incoming pod`
+    /// where it could be cured but the node runs no pod of lower priority; otherwise why the
+    /// pod still does not fit with every lower-priority pod of the node gone (e.g.
+    /// `Insufficient cpu`). The snapshot is left as it was.
+    pub(crate) fn preemption_message(&mut self, index: &GroupIndex, pod_id: PodId) -> String {
+        let pod: &Pod = self.snapshot.pod(pod_id);
+        if !Self::may_preempt(pod.preemption_policy) {
+            return "preemption: not eligible due to preemptionPolicy=Never.".into();
+        }
+        let victims = self.victims(index, pod.priority);
+        let n = self.snapshot.num_nodes();
+        let mut histogram: Vec<(String, u32)> = Vec::new();
+        const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
+        let all: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
+        let rejections = self.framework.rejections(&self.snapshot, pod_id, &all);
+        for (node, rejection) in all.into_iter().zip(rejections) {
+            // A node the pod fits cannot occur for a pod that fit nowhere; it counts as one
+            // preemption does not help rather than being left out of the total.
+            let pod = self.snapshot.pod(pod_id);
+            let resolvable = !rejection.is_empty()
+                && rejection
+                    .iter()
+                    .all(|r| r.resolvable(&self.snapshot, pod, node));
+            if !resolvable {
+                crate::cycle::add_reason(&mut histogram, NOT_HELPFUL.into(), 1);
+                continue;
+            }
+            let on_node: Vec<PodId> = self
+                .snapshot
+                .pods_on(node)
+                .iter()
+                .copied()
+                .filter(|p| victims.get(*p).is_some())
+                .collect();
+            if on_node.is_empty() {
+                crate::cycle::add_reason(
+                    &mut histogram,
+                    "No preemption victims found for incoming pod".into(),
+                    1,
+                );
+                continue;
+            }
+            // A node short of resources that stays short without its victims fails the same
+            // filter again (the filters before NodeResourcesFit passed and removing pods
+            // cannot break them): count that without touching the snapshot.
+            let fit_only = rejection
+                .iter()
+                .all(|r| matches!(r, Reason::Insufficient(_) | Reason::TooManyPods));
+            let short = if fit_only {
+                self.short_without(pod_id, node, &on_node)
+            } else {
+                Vec::new()
+            };
+            let still = if short.is_empty() {
+                let lifted = self.lift(&on_node);
+                let still = self.framework.rejection_on(&self.snapshot, pod_id, node);
+                self.restore(&lifted);
+                still
+            } else {
+                short
+            };
+            if still.is_empty() {
+                // A candidate preemption would have used: not reached when preemption failed.
+                crate::cycle::add_reason(&mut histogram, NOT_HELPFUL.into(), 1);
+            }
+            for r in still {
+                crate::cycle::add_reason(&mut histogram, r.message(&self.snapshot), 1);
+            }
+        }
+        format!(
+            "preemption: {}",
+            crate::cycle::nodes_available(n, histogram)
+        )
+    }
+
+    /// NodeResourcesFit's reasons for `pod_id` on `node` with `victims` gone (empty when
+    /// the resources would suffice).
+    fn short_without(&self, pod_id: PodId, node: NodeId, victims: &[PodId]) -> Vec<Reason> {
+        let snap = &self.snapshot;
+        let pod = snap.pod(pod_id);
+        let mut reasons = Vec::new();
+        let pods_left = i64::from(snap.pod_count(node)) - victims.len() as i64;
+        if pods_left + 1 > snap.allocatable(node, ResourceId::PODS) {
+            reasons.push(Reason::TooManyPods);
+        }
+        for (r, v) in pod.requests.iter() {
+            if r == ResourceId::PODS || v <= 0 {
+                continue;
+            }
+            let freed: i64 = victims.iter().map(|p| snap.pod(*p).requests.get(r)).sum();
+            if v > snap.allocatable(node, r) - (snap.requested(node, r) - freed) {
+                reasons.push(Reason::Insufficient(r));
+            }
+        }
+        reasons
     }
 
     fn resources_could_fit(&self, pod_id: PodId, node: NodeId, victims: &[PodId]) -> bool {

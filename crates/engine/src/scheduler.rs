@@ -15,7 +15,8 @@ pub enum SetupError {
     #[error(transparent)]
     Dra(#[from] lockstep_dra::DraError),
 }
-use crate::cycle::Framework;
+use crate::cycle::{FitError, Framework};
+use crate::framework::Reason;
 use crate::group::{GroupIndex, Unit, candidate_orders, capacity_of, domains, free_of};
 use crate::preemption::{Eviction, GangPreemption, Lifted};
 use crate::snapshot::Snapshot;
@@ -371,21 +372,21 @@ impl<'c> Scheduler<'c> {
                             self.mark_placed(id);
                             decisions.bindings.push((id, node));
                         }
-                        Err(e) => {
-                            let message = if self.options.explain {
-                                e.message(&self.snapshot)
-                            } else {
-                                String::new()
-                            };
-                            match self.preempt_for_pod(index, id, &mut decisions) {
-                                Some(node) => {
-                                    self.snapshot.assume(id, node);
-                                    self.mark_placed(id);
-                                    decisions.bindings.push((id, node));
-                                }
-                                None => failed.push((id, message)),
+                        Err(e) => match self.preempt_for_pod(index, id, &mut decisions) {
+                            Some(node) => {
+                                self.snapshot.assume(id, node);
+                                self.mark_placed(id);
+                                decisions.bindings.push((id, node));
                             }
-                        }
+                            None => {
+                                let message = if self.options.explain {
+                                    self.unschedulable_message(index, id, &e)
+                                } else {
+                                    String::new()
+                                };
+                                failed.push((id, message));
+                            }
+                        },
                     },
                     Unit::Group(_) | Unit::Composite(_) => {
                         let mark = self.log.len();
@@ -528,6 +529,87 @@ impl<'c> Scheduler<'c> {
                 reason: why,
             });
         }
+    }
+
+    /// The FailedScheduling message of a pod that fits no node and that preemption did not
+    /// place: the FitError's message and, when preemption is on and there are nodes, the
+    /// PostFilter's (kube-scheduler runs PostFilter only after a FitError, not when the
+    /// cluster has no nodes).
+    fn unschedulable_message(&mut self, index: &GroupIndex, id: PodId, e: &FitError) -> String {
+        let mut message = e.message(&self.snapshot);
+        if e.num_nodes == 0 {
+            return message;
+        }
+        // DynamicResources' PostFilter reads the state its PreFilter writes. When an earlier
+        // PreFilter rejected the pod, DynamicResources' never ran, and its PostFilter fails
+        // with kube-scheduler's "not found", which ends PostFilter: no preemption part.
+        if let Some(plugin) = e.rejected_by {
+            let filters = &self.options.profile.filters;
+            let at = |name: &str| filters.iter().position(|f| f == name);
+            if let (Some(by), Some(dra)) = (at(plugin), at("DynamicResources"))
+                && by < dra
+            {
+                message.push_str(" not found");
+                return message;
+            }
+        }
+        // PostFilter plugins in profile order, their messages joined with ", ".
+        let mut post = Vec::new();
+        if self.claim_to_deallocate(id, e) {
+            post.push("deallocation of ResourceClaim completed".to_string());
+        }
+        if self.options.preemption {
+            post.push(self.preemption_message(index, id));
+        }
+        if !post.is_empty() {
+            message.push(' ');
+            message.push_str(&post.join(", "));
+        }
+        message
+    }
+
+    /// DynamicResources' PostFilter: whether kube-scheduler would deallocate one of the
+    /// pod's allocated claims because it is not available on a node that reached that check
+    /// (`resourceclaim not available on the node`), which it does for a claim no other pod
+    /// uses. lockstep reports it and keeps the allocation: it does not retry the pod.
+    fn claim_to_deallocate(&mut self, id: PodId, e: &FitError) -> bool {
+        let unavailable = Reason::Dra(lockstep_dra::UnfitReason::ClaimNotAvailableOnNode);
+        if !e.reasons.iter().any(|(r, _)| *r == unavailable) {
+            return false;
+        }
+        let crate::snapshot::PodClaims::Refs(refs) = self.snapshot.claims(id) else {
+            return false;
+        };
+        let Some(dra) = self.snapshot.dra.as_ref() else {
+            return false;
+        };
+        let pod = self.snapshot.pod(id);
+        let cluster = self.snapshot.cluster;
+        let free: Vec<lockstep_dra::ClaimId> = refs
+            .iter()
+            .filter_map(|r| match r {
+                lockstep_dra::ClaimRef::Claim(c) => Some(*c),
+                lockstep_dra::ClaimRef::Template(_) => None,
+            })
+            .filter(|&c| {
+                let key = dra.claim_key(lockstep_dra::ClaimRef::Claim(c));
+                let only_this_pod = cluster
+                    .resource_claims
+                    .iter()
+                    .find(|rc| rc.key() == key)
+                    .is_some_and(|rc| rc.reserved_for == [pod.key()]);
+                dra.claim_users(c) == 0 || (dra.claim_users(c) == 1 && only_this_pod)
+            })
+            .collect();
+        if free.is_empty() {
+            return false;
+        }
+        let all: Vec<NodeId> = (0..self.snapshot.num_nodes() as u32).map(NodeId).collect();
+        let rejections = self.framework.rejections(&self.snapshot, id, &all);
+        let dra = self.snapshot.dra.as_ref().expect("checked above");
+        all.into_iter().zip(rejections).any(|(node, rejection)| {
+            rejection == [unavailable] && free.iter().any(|&c| dra.allocated_elsewhere(c, node))
+        })
     }
 
     /// Pod preemption: evicts victims and returns the node the pod now fits on.

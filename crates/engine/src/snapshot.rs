@@ -31,10 +31,6 @@ pub struct Snapshot<'c> {
     pods_on_node: Vec<Vec<PodId>>,
     node_of: Vec<Option<NodeId>>,
     node_ids: HashMap<&'c str, NodeId>,
-    /// Distinct (key, value) of all node taints; `UntoleratedTaint` reasons index this.
-    pub taint_names: Vec<(String, String)>,
-    /// For each node, the id in `taint_names` of each of its taints (same order).
-    pub node_taint_ids: Vec<Vec<u32>>,
     pub any_unschedulable_node: bool,
     pub any_hard_taint: bool,
     pub any_prefer_no_schedule_taint: bool,
@@ -71,32 +67,18 @@ impl<'c> Snapshot<'c> {
         let n = cluster.nodes.len();
         let width = cluster.resources.len();
         let mut allocatable = vec![0; n * width];
-        let mut taint_index: HashMap<(String, String), u32> = HashMap::new();
-        let mut taint_names = Vec::new();
-        let mut node_taint_ids = Vec::with_capacity(n);
         let mut any_hard_taint = false;
         let mut any_prefer = false;
         for (i, node) in cluster.nodes.iter().enumerate() {
             for (r, v) in node.allocatable.iter() {
                 allocatable[i * width + r.index()] = v;
             }
-            let ids = node
-                .taints
-                .iter()
-                .map(|t| {
-                    match t.effect {
-                        TaintEffect::PreferNoSchedule => any_prefer = true,
-                        _ => any_hard_taint = true,
-                    }
-                    *taint_index
-                        .entry((t.key.clone(), t.value.clone()))
-                        .or_insert_with(|| {
-                            taint_names.push((t.key.clone(), t.value.clone()));
-                            (taint_names.len() - 1) as u32
-                        })
-                })
-                .collect();
-            node_taint_ids.push(ids);
+            for t in &node.taints {
+                match t.effect {
+                    TaintEffect::PreferNoSchedule => any_prefer = true,
+                    _ => any_hard_taint = true,
+                }
+            }
         }
         let mut sets: HashMap<&[lockstep_model::Taint], u32> = HashMap::new();
         let mut taint_set_nodes = Vec::new();
@@ -205,8 +187,6 @@ impl<'c> Snapshot<'c> {
                 .enumerate()
                 .map(|(i, nd)| (nd.name.as_str(), NodeId(i as u32)))
                 .collect(),
-            taint_names,
-            node_taint_ids,
             node_taint_set,
             taint_set_nodes,
             any_unschedulable_node: cluster.nodes.iter().any(|nd| nd.unschedulable),

@@ -61,7 +61,8 @@ fn insufficient_and_taint_message() {
     assert!(d.bindings.is_empty());
     assert_eq!(
         d.unschedulable[0].1,
-        "0/5 nodes are available: 3 Insufficient cpu, 2 node(s) had untolerated taint {dedicated: gpu}."
+        "0/5 nodes are available: 2 node(s) had untolerated taint(s), 3 Insufficient cpu. \
+         preemption: 0/5 nodes are available: 5 Preemption is not helpful for scheduling."
     );
 }
 
@@ -123,7 +124,8 @@ fn host_ports_conflict() {
     assert_eq!(d.bindings.len(), 1);
     assert_eq!(
         d.unschedulable[0].1,
-        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports."
+        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports. \
+         preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     );
 }
 
@@ -199,6 +201,74 @@ fn pod_anti_affinity_one_per_host_and_affinity_follows() {
     assert_eq!(d.bindings.len(), 3, "{d:?}");
     assert_eq!(
         d.unschedulable[0].1,
-        "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules."
+        "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules. \
+         preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+    );
+}
+
+#[test]
+fn reason_fragments_sort_as_strings_counts_included() {
+    // 10 nodes short of CPU and 2 tainted: "10 ..." sorts before "2 ...", as kube-scheduler
+    // sorts the "COUNT reason" strings. No node has the CPU the pod asks for, so preemption
+    // cannot help anywhere.
+    let mut c = Cluster::default();
+    for i in 0..12 {
+        let mut node = testkit::node(&mut c, &format!("n{i:02}"), 500, 8 * GI, 110);
+        if i >= 10 {
+            node.taints
+                .push(testkit::taint("dedicated", "gpu", TaintEffect::NoSchedule));
+        }
+        c.nodes.push(node);
+    }
+    let pod = testkit::pod(&mut c, "big", 1000, GI);
+    c.pods.push(pod);
+    let c = testkit::finish(c);
+    let d = schedule(&c, Options::default()).unwrap();
+    assert_eq!(
+        d.unschedulable[0].1,
+        "0/12 nodes are available: 10 Insufficient cpu, 2 node(s) had untolerated taint(s). \
+         preemption: 0/12 nodes are available: 12 Preemption is not helpful for scheduling."
+    );
+}
+
+#[test]
+fn a_cluster_without_nodes_has_no_nodes_available() {
+    let mut c = Cluster::default();
+    let pod = testkit::pod(&mut c, "p", 100, GI);
+    c.pods.push(pod);
+    let d = schedule(&testkit::finish(c), Options::default()).unwrap();
+    assert_eq!(d.unschedulable[0].1, "no nodes available to schedule pods");
+}
+
+#[test]
+fn a_pre_filter_rejection_before_dynamic_resources_ends_post_filter_with_not_found() {
+    let mut c = Cluster::default();
+    let node = testkit::node(&mut c, "a", 4000, 8 * GI, 110);
+    c.nodes.push(node);
+    let mut p = testkit::pod(&mut c, "conflict", 100, GI);
+    let name_in = |n: &str| Requirement {
+        key: "metadata.name".into(),
+        operator: Operator::In,
+        values: vec![n.into()],
+    };
+    p.node_affinity.required = Some(vec![NodeSelectorTerm {
+        match_expressions: vec![],
+        match_fields: vec![name_in("a"), name_in("b")],
+    }]);
+    c.pods.push(p);
+    let c = testkit::finish(c);
+    let d = schedule(&c, Options::default()).unwrap();
+    assert_eq!(
+        d.unschedulable[0].1,
+        "0/1 nodes are available: pod affinity terms conflict. not found"
+    );
+    // Without DynamicResources, DefaultPreemption has its say.
+    let mut options = Options::default();
+    options.profile.filters.retain(|f| f != "DynamicResources");
+    let d = schedule(&c, options).unwrap();
+    assert_eq!(
+        d.unschedulable[0].1,
+        "0/1 nodes are available: pod affinity terms conflict. \
+         preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
     );
 }

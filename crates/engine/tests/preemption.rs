@@ -311,3 +311,147 @@ fn off_mode_ignores_gang_boundaries() {
     let atomic = run(&c, GangPreemption::Atomic);
     assert_eq!(evicted(&c, &atomic), vec!["g1-0", "g1-1", "g2-0", "g2-1"]);
 }
+
+/// The FailedScheduling message of the one unschedulable pod.
+fn only_message(d: &Decisions) -> &str {
+    assert_eq!(d.unschedulable.len(), 1, "{d:?}");
+    &d.unschedulable[0].1
+}
+
+#[test]
+fn failed_preemption_names_why_each_node_cannot_help() {
+    // The preemptor needs 3 of 4 CPUs.
+    // a: a low-priority pod (1 CPU) runs beside a peer (2 CPU): without it 2 CPUs are free.
+    // b: only a peer (3 CPU) runs there: nothing of lower priority to evict.
+    // c: tainted, which evicting cannot cure. d: 2 CPUs in all, less than the request.
+    let mut c = Cluster::default();
+    nodes(&mut c, &["a", "b", "c"], 4000);
+    nodes(&mut c, &["d"], 2000);
+    c.nodes[2].taints.push(testkit::taint(
+        "dedicated",
+        "gpu",
+        lockstep_model::TaintEffect::NoSchedule,
+    ));
+    for (name, node, cpu, priority) in [
+        ("low", "a", 1000, 0),
+        ("peer-a", "a", 2000, 100),
+        ("peer-b", "b", 3000, 100),
+    ] {
+        let p = testkit::running(&mut c, name, node, cpu, priority, None);
+        c.pods.push(p);
+    }
+    let mut big = testkit::pod(&mut c, "big", 3000, GI);
+    big.priority = 100;
+    c.pods.push(big);
+    let c = testkit::finish(c);
+    let d = run(&c, GangPreemption::Minimal);
+    assert!(d.evictions.is_empty());
+    assert_eq!(
+        only_message(&d),
+        "0/4 nodes are available: 1 node(s) had untolerated taint(s), 3 Insufficient cpu. \
+         preemption: 0/4 nodes are available: 1 Insufficient cpu, \
+         1 No preemption victims found for incoming pod, \
+         2 Preemption is not helpful for scheduling."
+    );
+}
+
+#[test]
+fn a_pod_that_may_not_preempt_says_so() {
+    let mut c = Cluster::default();
+    nodes(&mut c, &["a"], 4000);
+    let low = testkit::running(&mut c, "low", "a", 3000, 0, None);
+    c.pods.push(low);
+    let mut polite = testkit::pod(&mut c, "polite", 2000, GI);
+    polite.priority = 100;
+    polite.preemption_policy = PreemptionPolicy::Never;
+    c.pods.push(polite);
+    let c = testkit::finish(c);
+    let d = run(&c, GangPreemption::Minimal);
+    assert!(d.evictions.is_empty());
+    assert_eq!(
+        only_message(&d),
+        "0/1 nodes are available: 1 Insufficient cpu. \
+         preemption: not eligible due to preemptionPolicy=Never."
+    );
+}
+
+#[test]
+fn without_preemption_the_message_has_no_preemption_part() {
+    let mut c = Cluster::default();
+    nodes(&mut c, &["a"], 1000);
+    let big = testkit::pod(&mut c, "big", 2000, GI);
+    c.pods.push(big);
+    let c = testkit::finish(c);
+    let d = schedule(
+        &c,
+        Options {
+            preemption: false,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        only_message(&d),
+        "0/1 nodes are available: 1 Insufficient cpu."
+    );
+}
+
+#[test]
+fn a_rejection_that_outlasts_the_victims_is_named_in_the_preemption_part() {
+    // a: a peer holds host port 8080 and a low-priority pod runs beside it; evicting the
+    // low-priority pod leaves the port taken.
+    let mut c = Cluster::default();
+    nodes(&mut c, &["a"], 4000);
+    let port = lockstep_model::HostPort {
+        protocol: "TCP".into(),
+        host_ip: String::new(),
+        port: 8080,
+    };
+    let mut peer = testkit::running(&mut c, "peer", "a", 1000, 100, None);
+    peer.host_ports.push(port.clone());
+    c.pods.push(peer);
+    let low = testkit::running(&mut c, "low", "a", 1000, 0, None);
+    c.pods.push(low);
+    let mut web = testkit::pod(&mut c, "web", 1000, GI);
+    web.priority = 100;
+    web.host_ports.push(port);
+    c.pods.push(web);
+    let c = testkit::finish(c);
+    let d = run(&c, GangPreemption::Minimal);
+    assert!(d.evictions.is_empty());
+    assert_eq!(
+        only_message(&d),
+        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports. \
+         preemption: 0/1 nodes are available: \
+         1 node(s) didn't have free ports for the requested pod ports."
+    );
+}
+
+#[test]
+fn a_node_still_full_of_pods_without_its_victims_says_too_many_pods() {
+    // Room for 3 pods and 4 running: three peers and a low-priority pod. Without the
+    // low-priority pod 3 remain, so the pod is still one too many.
+    let mut c = Cluster::default();
+    let node = testkit::node(&mut c, "a", 8000, 64 * GI, 3);
+    c.nodes.push(node);
+    for (name, priority) in [
+        ("peer-1", 100),
+        ("peer-2", 100),
+        ("peer-3", 100),
+        ("low", 0),
+    ] {
+        let p = testkit::running(&mut c, name, "a", 100, priority, None);
+        c.pods.push(p);
+    }
+    let mut web = testkit::pod(&mut c, "web", 100, GI);
+    web.priority = 100;
+    c.pods.push(web);
+    let c = testkit::finish(c);
+    let d = run(&c, GangPreemption::Minimal);
+    assert!(d.evictions.is_empty());
+    assert_eq!(
+        only_message(&d),
+        "0/1 nodes are available: 1 Too many pods. \
+         preemption: 0/1 nodes are available: 1 Too many pods."
+    );
+}

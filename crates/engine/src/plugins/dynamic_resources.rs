@@ -149,8 +149,18 @@ impl Plugin for DynamicResources {
         state.dra.claims.clear();
         match snap.claims(state.pod) {
             PodClaims::None => PreFilter::Skip,
-            PodClaims::Missing(_) => PreFilter::RejectAll(Reason::Dra(UnfitReason::ClaimNotFound)),
+            PodClaims::Missing(m) => {
+                PreFilter::RejectAll(Reason::Dra(UnfitReason::ClaimNotFound), Some(m.clone()))
+            }
             PodClaims::Refs(refs) => {
+                // kube-scheduler checks every request's device class in PreFilter: a
+                // missing class rejects the pod before any node is looked at.
+                if let Some(m) = snap.dra.as_ref().and_then(|d| d.missing_class(refs)) {
+                    return PreFilter::RejectAll(
+                        Reason::Dra(UnfitReason::DeviceClassNotFound),
+                        Some(m),
+                    );
+                }
                 state.dra.claims.extend_from_slice(refs);
                 PreFilter::Run
             }

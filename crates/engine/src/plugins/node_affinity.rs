@@ -65,12 +65,12 @@ impl Plugin for NodeAffinity {
     }
     fn pre_filter(&self, snap: &Snapshot, pod: &Pod, _state: &mut CycleState) -> PreFilter {
         match &pod.node_affinity.required {
-            // Required affinity with no terms matches no node.
-            Some(terms) if terms.is_empty() => PreFilter::RejectAll(Reason::NodeAffinityMismatch),
+            // Required affinity with no terms matches no node: the filter rejects each.
+            Some(terms) if terms.is_empty() => PreFilter::Run,
             Some(terms) => match node_names(terms) {
                 None => PreFilter::Run,
                 Some(names) if names.is_empty() => {
-                    PreFilter::RejectAll(Reason::NodeAffinityConflict)
+                    PreFilter::RejectAll(Reason::NodeAffinityConflict, None)
                 }
                 Some(names) => {
                     PreFilter::RunOn(names.iter().filter_map(|n| snap.node_id(n)).collect(), 1)

@@ -8,17 +8,12 @@ use crate::snapshot::Snapshot;
 
 pub struct TaintToleration;
 
-/// The first NoSchedule/NoExecute taint of `node` the pod does not tolerate (its id in
-/// `Snapshot::taint_names`), if any.
-fn first_untolerated(snap: &Snapshot, pod: &Pod, node: NodeId) -> Option<u32> {
-    let taints = &snap.cluster.nodes[node.index()].taints;
-    taints
-        .iter()
-        .position(|t| {
-            t.effect != TaintEffect::PreferNoSchedule
-                && !pod.tolerations.iter().any(|tol| tol.tolerates(t))
-        })
-        .map(|i| snap.node_taint_ids[node.index()][i])
+/// Whether `node` has a NoSchedule/NoExecute taint the pod does not tolerate.
+fn any_untolerated(snap: &Snapshot, pod: &Pod, node: NodeId) -> bool {
+    snap.cluster.nodes[node.index()].taints.iter().any(|t| {
+        t.effect != TaintEffect::PreferNoSchedule
+            && !pod.tolerations.iter().any(|tol| tol.tolerates(t))
+    })
 }
 
 impl Plugin for TaintToleration {
@@ -46,7 +41,7 @@ impl Plugin for TaintToleration {
         state.taint_verdicts.extend(
             snap.taint_set_nodes
                 .iter()
-                .map(|&node| first_untolerated(snap, pod, node)),
+                .map(|&node| any_untolerated(snap, pod, node)),
         );
         PreFilter::Run
     }
@@ -58,12 +53,11 @@ impl Plugin for TaintToleration {
         node: NodeId,
         reasons: &mut Vec<Reason>,
     ) -> bool {
-        match state.taint_verdicts[snap.node_taint_set[node.index()] as usize] {
-            None => true,
-            Some(taint) => {
-                reasons.push(Reason::UntoleratedTaint(taint));
-                false
-            }
+        if state.taint_verdicts[snap.node_taint_set[node.index()] as usize] {
+            reasons.push(Reason::UntoleratedTaint);
+            false
+        } else {
+            true
         }
     }
     fn pre_score(
