@@ -109,6 +109,34 @@ impl Writer {
         }
     }
 
+    /// A Warning event on an object lockstep cannot read (named `Kind namespace/name` or
+    /// `Kind name`), saying why; the pods that need it stay pending.
+    pub async fn unreadable(&self, object: &str, why: &str) {
+        let Some((kind, rest)) = object.split_once(' ') else {
+            return;
+        };
+        let (namespace, name) = match rest.split_once('/') {
+            Some((ns, name)) => (Some(ns.to_string()), name.to_string()),
+            None => (None, rest.to_string()),
+        };
+        let reference = ObjectReference {
+            kind: Some(kind.to_string()),
+            namespace,
+            name: Some(name),
+            ..ObjectReference::default()
+        };
+        self.event(
+            reference,
+            EventType::Warning,
+            "FailedScheduling",
+            format!(
+                "{}: this object cannot be read, so the pods that need it are not scheduled: {why}",
+                self.scheduler_name
+            ),
+        )
+        .await;
+    }
+
     fn pods(&self, ns: &str) -> Api<Pod> {
         Api::namespaced(self.client.clone(), ns)
     }

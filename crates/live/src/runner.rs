@@ -301,6 +301,7 @@ pub async fn run(
         for (object, why) in &pass.excluded {
             if reported.insert((object.clone(), why.clone())) {
                 tracing::warn!("left out of scheduling: {why}");
+                writer.unreadable(object, why).await;
             }
         }
         let outcome = writer.apply(&pass, &caches, &mut assumed).await;
