@@ -1,6 +1,7 @@
 //! `lockstep`: the command-line front end. Translates flags and manifests into engine calls
 //! and engine decisions into output; it makes no scheduling decision of its own.
 
+mod federate;
 mod output;
 mod simulate;
 
@@ -43,6 +44,9 @@ enum Command {
     /// Replay a workload trace against a cluster in simulated time and report utilization,
     /// waits, preemptions and fragmentation (no arguments: the embedded scenario).
     Simulate(Box<simulate::SimulateArgs>),
+    /// Place Karmada ResourceBindings across member clusters once, as karmada-scheduler
+    /// would, with binding preemption, and print the decisions.
+    Federate(federate::FederateArgs),
     /// Print a shell completion script: `lockstep completions bash > /etc/bash_completion.d/lockstep`.
     Completions {
         #[arg(value_enum)]
@@ -310,6 +314,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Schedule(args) => schedule(args),
         Command::Simulate(args) => simulate::simulate(args),
+        Command::Federate(args) => federate::federate(args),
         Command::Completions { shell } => {
             let mut out = Vec::new();
             clap_complete::generate(*shell, &mut Cli::command(), "lockstep", &mut out);
