@@ -1,5 +1,6 @@
 //! `lockstep federate` fixtures under `tests/federation/NAME/`:
-//! - `input.yaml` (or an `input/` directory): Karmada Clusters and bindings;
+//! - `input.yaml` (or an `input/` directory): Karmada Clusters and bindings; without
+//!   either, `args` names the inputs (paths from the repository's root, e.g. an example);
 //! - `args` (optional): extra arguments, one per line (`$FIXTURE` is replaced by the
 //!   fixture's directory), e.g. `--member` flags;
 //! - `expected.json`: the exact `lockstep federate -o json` output;

@@ -251,40 +251,42 @@ impl State {
 
     /// Replicas of binding `i` cluster `c` can take now (Karmada's AllocatableReplicas).
     pub fn estimate(&mut self, i: usize, c: usize) -> i64 {
+        let (replicas, source) = self.estimate_with_source(i, c);
+        if self.recording && self.fed.bindings[i].is_workload() {
+            self.estimates.insert((i, c), (replicas, source));
+        }
+        replicas
+    }
+
+    fn estimate_with_source(&self, i: usize, c: usize) -> (i64, &'static str) {
         let b = &self.fed.bindings[i];
         let cluster = &self.fed.clusters[c];
+        let from_member = self.members.contains_key(&c);
+        let source = if from_member { "member" } else { "summary" };
         if !b.is_workload() {
-            return b.replicas;
+            return (b.replicas, source);
         }
         if !cluster.ready {
-            return 0;
+            return (0, source);
         }
         if let Some(&(priority, holder)) = self.claims.get(&c)
             && holder != i
             && b.priority <= priority
         {
-            return 0;
+            return (0, source);
         }
         let summary = summary_estimate(cluster, &self.usage[c], b, &self.fed.bindings);
-        let member = self.members.get(&c).map(|m| {
-            if b.components.is_empty() {
-                m.estimate(i)
-            } else {
-                // Component sets are counted by the summary only.
-                i64::MAX
-            }
+        let member = self.members.get(&c).and_then(|m| {
+            // Component sets are counted by the summary only.
+            b.components.is_empty().then(|| m.estimate(i))
         });
         let (replicas, source) = match (summary, member) {
             (Some(s), Some(m)) if m <= s => (m, "member"),
             (Some(s), _) => (s, "summary"),
-            (None, Some(m)) if m != i64::MAX => (m, "member"),
-            _ => (0, "summary"),
+            (None, Some(m)) => (m, "member"),
+            (None, None) => (0, "summary"),
         };
-        let replicas = replicas.min(i64::from(i32::MAX));
-        if self.recording {
-            self.estimates.insert((i, c), (replicas, source));
-        }
-        replicas
+        (replicas.min(i64::from(i32::MAX)), source)
     }
 
     /// Schedules binding `i` against the current state without changing it: its new
