@@ -27,17 +27,14 @@ fn fixtures() -> Vec<PathBuf> {
 }
 
 fn run(dir: &Path, format: &str) -> std::process::Output {
-    let input = if dir.join("input").is_dir() {
-        dir.join("input")
-    } else {
-        dir.join("input.yaml")
-    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockstep"));
-    cmd.arg("federate")
-        .arg("-f")
-        .arg(&input)
-        .arg("-o")
-        .arg(format);
+    cmd.current_dir(&root).arg("federate").arg("-o").arg(format);
+    if dir.join("input").is_dir() {
+        cmd.arg("-f").arg(dir.join("input"));
+    } else if dir.join("input.yaml").is_file() {
+        cmd.arg("-f").arg(dir.join("input.yaml"));
+    }
     if let Ok(args) = std::fs::read_to_string(dir.join("args")) {
         for a in args.lines().map(str::trim).filter(|l| !l.is_empty()) {
             cmd.arg(a.replace("$FIXTURE", &dir.display().to_string()));
