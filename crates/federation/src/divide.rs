@@ -187,7 +187,7 @@ pub fn dynamic(
     let assigned: i64 = scheduled.iter().map(|(_, r)| r).sum();
     let by_replicas_desc = |mut list: Vec<(String, i64)>| {
         // Stable, as Go's insertion sort is for the short lists it sorts.
-        list.sort_by(|a, b| b.1.cmp(&a.1));
+        list.sort_by_key(|e| std::cmp::Reverse(e.1));
         list
     };
     let (target, available, keep) = if fresh {
