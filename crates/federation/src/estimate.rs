@@ -32,7 +32,12 @@ impl Usage {
         let (pods, unit) = b.unit_demand();
         self.pods += pods * replicas;
         for (k, v) in unit {
-            *self.amounts.entry(k).or_default() += v * Milli::from(replicas);
+            match self.amounts.get_mut(k) {
+                Some(a) => *a += v * Milli::from(replicas),
+                None => {
+                    self.amounts.insert(k.clone(), v * Milli::from(replicas));
+                }
+            }
         }
         let e = self.held.entry(index).or_default();
         *e += replicas;
@@ -79,11 +84,11 @@ pub fn summary_estimate(
         allowed_pods
     };
     if !c.models.is_empty() && !s.modelings.is_empty() {
-        let n = model_estimate(c, usage, &unit, bindings, by_pods);
+        let n = model_estimate(c, usage, unit, bindings, by_pods);
         return Some(n.min(by_pods));
     }
     let mut max = by_pods;
-    for (k, &req) in &unit {
+    for (k, &req) in unit {
         let (req, avail) = if k == "cpu" {
             (req, free(k))
         } else {
@@ -143,8 +148,8 @@ fn model_estimate(
             if left <= 0 {
                 break;
             }
-            let k = fits(node, &held_unit).min(left);
-            take(node, &held_unit, k);
+            let k = fits(node, held_unit).min(left);
+            take(node, held_unit, k);
             left -= k;
         }
     }

@@ -30,11 +30,7 @@ pub fn affinities(b: &Binding, term: usize) -> Vec<ClusterAffinity> {
 pub fn filter(b: &Binding, c: &Cluster, affinities: &[ClusterAffinity]) -> Result<(), String> {
     let targeted = b.targets(&c.name);
     // APIEnablement.
-    if !targeted
-        && !c
-            .apis
-            .contains(&(b.resource_api_version.clone(), b.resource_kind.clone()))
-    {
+    if !targeted && !c.apis.contains(&b.gvk) {
         return Err("cluster(s) did not have the API resource".into());
     }
     // TaintToleration.
@@ -84,6 +80,42 @@ pub fn filter(b: &Binding, c: &Cluster, affinities: &[ClusterAffinity]) -> Resul
         return Err("cluster(s) were not ready".into());
     }
     Ok(())
+}
+
+/// Whether every filter passes ([`filter`] without building the reason).
+pub fn passes(b: &Binding, c: &Cluster, affinities: &[ClusterAffinity]) -> bool {
+    let targeted = b.targets(&c.name);
+    if !targeted {
+        if !c.apis.contains(&b.gvk) {
+            return false;
+        }
+        for taint in &c.taints {
+            if matches!(taint.effect.as_str(), "NoSchedule" | "NoExecute")
+                && !b
+                    .placement
+                    .cluster_tolerations
+                    .iter()
+                    .any(|t| tolerates(t, taint))
+            {
+                return false;
+            }
+        }
+    }
+    if !affinities.is_empty() && !affinities.iter().any(|a| cluster_matches(c, a)) {
+        return false;
+    }
+    for sc in &b.placement.spread_constraints {
+        let missing = match sc.spread_by_field.as_str() {
+            "provider" => c.provider.is_empty(),
+            "region" => c.region.is_empty(),
+            "zone" => c.zones.is_empty(),
+            _ => false,
+        };
+        if missing {
+            return false;
+        }
+    }
+    !b.eviction_clusters.contains(&c.name) && (c.ready || targeted)
 }
 
 /// ClusterLocality.

@@ -1021,7 +1021,14 @@ fn convert_binding(origin: &str, kind: &str, b: api::Binding) -> Result<Binding,
         .as_ref()
         .and_then(|s| s.scheduling)
         .unwrap_or(false);
+    let (unit_pods, unit) = Binding::demand(requirements.as_ref(), &components);
     Ok(Binding {
+        gvk: (
+            spec.resource.api_version.clone(),
+            spec.resource.kind.clone(),
+        ),
+        unit_pods,
+        unit,
         key,
         namespace: if namespaced { namespace } else { None },
         name,

@@ -98,6 +98,11 @@ pub struct Binding {
     pub needs_scheduling: bool,
     /// `suspension.scheduling: true`: not scheduled, and not preempted.
     pub suspended: bool,
+    /// (groupVersion, kind) of `spec.resource`, as `Cluster::apis` holds them.
+    pub gvk: (String, String),
+    /// Pods and resources one replica (one component set) takes.
+    pub unit_pods: i64,
+    pub unit: Amounts,
 }
 
 impl Binding {
@@ -112,11 +117,19 @@ impl Binding {
         self.clusters.iter().any(|(n, _)| n == cluster)
     }
     /// Pods and resources one replica (one component set) takes.
-    pub fn unit_demand(&self) -> (i64, Amounts) {
-        if !self.components.is_empty() {
+    pub fn unit_demand(&self) -> (i64, &Amounts) {
+        (self.unit_pods, &self.unit)
+    }
+
+    /// Computes [`Binding::unit_demand`] from the requirements and components.
+    pub fn demand(
+        requirements: Option<&Requirements>,
+        components: &[(i64, Requirements)],
+    ) -> (i64, Amounts) {
+        if !components.is_empty() {
             let mut pods = 0;
             let mut total = Amounts::new();
-            for (replicas, req) in &self.components {
+            for (replicas, req) in components {
                 pods += replicas;
                 for (k, v) in &req.requests {
                     *total.entry(k.clone()).or_default() += v * Milli::from(*replicas);
@@ -126,12 +139,10 @@ impl Binding {
         }
         (
             1,
-            self.requirements
-                .as_ref()
-                .map(|r| r.requests.clone())
-                .unwrap_or_default(),
+            requirements.map(|r| r.requests.clone()).unwrap_or_default(),
         )
     }
+
     /// Whether this is a workload (replicas or components to place).
     pub fn is_workload(&self) -> bool {
         self.replicas > 0 || !self.components.is_empty()

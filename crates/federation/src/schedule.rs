@@ -81,9 +81,9 @@ pub(crate) struct State {
     pub members: BTreeMap<usize, Member>,
     /// Cluster -> (priority, binding) of the preemptor holding the room freed there.
     pub claims: BTreeMap<usize, (i64, usize)>,
-    /// Estimates of the latest scheduling of each binding: (binding, cluster) -> (replicas,
-    /// source).
-    pub estimates: BTreeMap<(usize, usize), (i64, &'static str)>,
+    /// Estimates of the latest scheduling of each binding, per binding: (cluster, replicas,
+    /// source), latest first wins for a cluster.
+    pub estimates: Vec<Vec<(usize, i64, &'static str)>>,
     pub recording: bool,
 }
 
@@ -109,7 +109,7 @@ pub fn schedule(fed: &Federation, options: &Options) -> Result<Decisions, Federa
     while let Some(entry) = queue.pop_first() {
         let i = entry.3;
         state.recording = true;
-        state.estimates.retain(|(b, _), _| *b != i);
+        state.estimates[i].clear();
         let result = state.try_schedule(i);
         state.recording = false;
         match result {
@@ -141,7 +141,7 @@ pub fn schedule(fed: &Federation, options: &Options) -> Result<Decisions, Federa
                             queue.insert(order(victim, *j));
                         }
                         state.recording = true;
-                        state.estimates.retain(|(b, _), _| *b != i);
+                        state.estimates[i].clear();
                         let again = state.try_schedule(i);
                         state.recording = false;
                         match again {
@@ -186,13 +186,19 @@ pub fn schedule(fed: &Federation, options: &Options) -> Result<Decisions, Federa
             }),
         }
     }
-    for ((b, c), (replicas, source)) in &state.estimates {
-        d.estimates.push(EstimateRecord {
-            binding: state.fed.bindings[*b].key.clone(),
-            cluster: state.fed.clusters[*c].name.clone(),
-            replicas: *replicas,
-            source: source.to_string(),
-        });
+    for (b, list) in state.estimates.iter().enumerate() {
+        let mut seen = BTreeMap::new();
+        for (c, replicas, source) in list {
+            seen.insert(*c, (*replicas, *source));
+        }
+        for (c, (replicas, source)) in seen {
+            d.estimates.push(EstimateRecord {
+                binding: state.fed.bindings[b].key.clone(),
+                cluster: state.fed.clusters[c].name.clone(),
+                replicas,
+                source: source.to_string(),
+            });
+        }
     }
     d.placements.sort_by(|a, b| a.binding.cmp(&b.binding));
     d.unchanged.sort_by(|a, b| a.binding.cmp(&b.binding));
@@ -214,6 +220,7 @@ impl State {
                 }
             }
         }
+        let n = fed.bindings.len();
         let mut members = BTreeMap::new();
         for (name, sources) in &options.members {
             let Ok(c) = fed.clusters.binary_search_by(|c| c.name.as_str().cmp(name)) else {
@@ -244,7 +251,7 @@ impl State {
             usage,
             members,
             claims: BTreeMap::new(),
-            estimates: BTreeMap::new(),
+            estimates: vec![Vec::new(); n],
             recording: false,
         })
     }
@@ -253,7 +260,7 @@ impl State {
     pub fn estimate(&mut self, i: usize, c: usize) -> i64 {
         let (replicas, source) = self.estimate_with_source(i, c);
         if self.recording && self.fed.bindings[i].is_workload() {
-            self.estimates.insert((i, c), (replicas, source));
+            self.estimates[i].push((c, replicas, source));
         }
         replicas
     }
@@ -328,9 +335,18 @@ impl State {
         let mut ok = Vec::new();
         let mut reasons = Vec::new();
         for (c, cluster) in self.fed.clusters.iter().enumerate() {
-            match filter::filter(b, cluster, &affinities) {
-                Ok(()) => ok.push(c),
-                Err(r) => reasons.push(r),
+            let pass = filter::passes(b, cluster, &affinities);
+            debug_assert_eq!(pass, filter::filter(b, cluster, &affinities).is_ok());
+            if pass {
+                ok.push(c);
+            }
+        }
+        // Reasons are only shown when no cluster fits.
+        if ok.is_empty() {
+            for cluster in &self.fed.clusters {
+                if let Err(r) = filter::filter(b, cluster, &affinities) {
+                    reasons.push(r);
+                }
             }
         }
         (ok, reasons)
