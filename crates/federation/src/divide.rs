@@ -7,12 +7,12 @@
 //! (a reschedule divides everything again, each cluster's previous replicas counted as room).
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BinaryHeap;
 
 /// One candidate cluster as division sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Candidate {
-    pub name: String,
+pub struct Candidate<'a> {
+    pub name: &'a str,
     /// Replicas the cluster can take now plus those of this binding already there
     /// (Karmada's `AvailableReplicas`).
     pub available: i64,
@@ -35,15 +35,15 @@ pub fn names_descending(uid: &str) -> bool {
     h & 1 == 1
 }
 
-#[derive(Debug, Clone)]
-struct Party {
-    name: String,
+#[derive(Debug, Clone, Copy)]
+struct Party<'a> {
+    name: &'a str,
     votes: i64,
     seats: i64,
     descending: bool,
 }
 
-impl Party {
+impl Party<'_> {
     /// Whether `self` gets the next seat before `other`: the larger votes / (2 seats + 1),
     /// compared exactly; ties to fewer seats, then by name in the binding's direction.
     fn before(&self, other: &Party) -> Ordering {
@@ -53,77 +53,86 @@ impl Party {
             .then_with(|| other.seats.cmp(&self.seats))
             .then_with(|| {
                 if self.descending {
-                    self.name.cmp(&other.name)
+                    self.name.cmp(other.name)
                 } else {
-                    other.name.cmp(&self.name)
+                    other.name.cmp(self.name)
                 }
             })
     }
 }
 
-impl PartialEq for Party {
+impl PartialEq for Party<'_> {
     fn eq(&self, other: &Self) -> bool {
         self.before(other) == Ordering::Equal
     }
 }
-impl Eq for Party {}
-impl PartialOrd for Party {
+impl Eq for Party<'_> {}
+impl PartialOrd for Party<'_> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
-impl Ord for Party {
+impl Ord for Party<'_> {
     fn cmp(&self, other: &Self) -> Ordering {
         self.before(other)
     }
 }
 
+/// Seats per party name.
+type Seats<'a> = Vec<(&'a str, i64)>;
+
 /// Webster's (Sainte-Laguë) method as Karmada runs it: `new_seats` seats go one by one to the
 /// party with the highest votes / (2 seats + 1), starting from `initial` seats (a party with
 /// initial seats and no votes has 0 votes). Returns every party with its seats, by name.
-pub fn webster(
+pub fn webster<'a>(
     new_seats: i64,
-    votes: &[(String, i64)],
-    initial: &[(String, i64)],
+    votes: &[(&'a str, i64)],
+    initial: &[(&'a str, i64)],
     descending: bool,
-) -> Vec<(String, i64)> {
-    let mut parties: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
-    for (n, s) in initial {
-        parties.insert(n, (0, *s));
-    }
-    for (n, v) in votes {
-        parties.entry(n).or_insert((0, 0)).0 = *v;
-    }
-    let mut heap: BinaryHeap<Party> = parties
+) -> Seats<'a> {
+    let mut parties: Vec<Party<'a>> = initial
         .iter()
-        .map(|(n, (v, s))| Party {
-            name: n.to_string(),
-            votes: *v,
+        .map(|(n, s)| Party {
+            name: n,
+            votes: 0,
             seats: *s,
             descending,
         })
         .collect();
-    if heap.is_empty() {
+    let k = parties.len();
+    for (n, v) in votes {
+        match parties[..k].iter_mut().find(|p| p.name == *n) {
+            Some(p) => p.votes = *v,
+            None => parties.push(Party {
+                name: n,
+                votes: *v,
+                seats: 0,
+                descending,
+            }),
+        }
+    }
+    if parties.is_empty() {
         return Vec::new();
     }
+    let mut heap = BinaryHeap::from(parties);
     for _ in 0..new_seats.max(0) {
         let Some(mut top) = heap.pop() else { break };
         top.seats += 1;
         heap.push(top);
     }
-    let mut out: Vec<(String, i64)> = heap.into_iter().map(|p| (p.name, p.seats)).collect();
+    let mut out: Seats<'a> = heap.into_iter().map(|p| (p.name, p.seats)).collect();
     out.sort();
     out
 }
 
 /// Karmada's Dispenser: divides `replicas` by `weights` (Webster), on top of `init`. Nothing
 /// is divided when the weights sum to 0.
-fn dispense(
+fn dispense<'a>(
     replicas: i64,
-    weights: &[(String, i64)],
-    init: &[(String, i64)],
+    weights: &[(&'a str, i64)],
+    init: &[(&'a str, i64)],
     descending: bool,
-) -> Vec<(String, i64)> {
+) -> Seats<'a> {
     if replicas == 0 && !init.is_empty() {
         return init.to_vec();
     }
@@ -137,7 +146,7 @@ fn dispense(
 pub fn duplicated(candidates: &[Candidate], replicas: i64) -> Vec<(String, i64)> {
     candidates
         .iter()
-        .map(|c| (c.name.clone(), replicas))
+        .map(|c| (c.name.to_string(), replicas))
         .collect()
 }
 
@@ -150,11 +159,15 @@ pub fn static_weight(
     replicas: i64,
     descending: bool,
 ) -> Vec<(String, i64)> {
-    let mut list: Vec<(String, i64)> = weights.iter().filter(|(_, w)| *w > 0).cloned().collect();
+    let mut list: Seats = weights
+        .iter()
+        .filter(|(_, w)| *w > 0)
+        .map(|(n, w)| (n.as_str(), *w))
+        .collect();
     if list.iter().map(|(_, w)| *w).sum::<i64>() == 0 {
-        list = candidates.iter().map(|c| (c.name.clone(), 1)).collect();
+        list = candidates.iter().map(|c| (c.name, 1)).collect();
     }
-    remove_zero(dispense(replicas, &list, &[], descending))
+    owned(dispense(replicas, &list, &[], descending))
 }
 
 /// Aggregated or DynamicWeight.
@@ -179,22 +192,19 @@ pub fn dynamic(
     descending: bool,
 ) -> Division {
     // The previous assignment on clusters still among the candidates.
-    let scheduled: Vec<(String, i64)> = previous
+    let scheduled: Seats = previous
         .iter()
-        .filter(|(n, _)| candidates.iter().any(|c| &c.name == n))
-        .cloned()
+        .filter(|(n, _)| candidates.iter().any(|c| c.name == n))
+        .map(|(n, r)| (n.as_str(), *r))
         .collect();
     let assigned: i64 = scheduled.iter().map(|(_, r)| r).sum();
-    let by_replicas_desc = |mut list: Vec<(String, i64)>| {
+    fn by_replicas_desc(mut list: Seats<'_>) -> Seats<'_> {
         // Stable, as Go's insertion sort is for the short lists it sorts.
         list.sort_by_key(|e| std::cmp::Reverse(e.1));
         list
-    };
+    }
     let (target, available, keep) = if fresh {
-        let mut list: Vec<(String, i64)> = candidates
-            .iter()
-            .map(|c| (c.name.clone(), c.allocatable))
-            .collect();
+        let mut list: Seats = candidates.iter().map(|c| (c.name, c.allocatable)).collect();
         for (n, r) in &scheduled {
             if let Some(e) = list.iter_mut().find(|(m, _)| m == n) {
                 e.1 += r;
@@ -204,17 +214,14 @@ pub fn dynamic(
     } else if assigned > replicas {
         (replicas, by_replicas_desc(scheduled.clone()), Vec::new())
     } else if assigned < replicas {
-        let list = candidates
-            .iter()
-            .map(|c| (c.name.clone(), c.allocatable))
-            .collect();
+        let list = candidates.iter().map(|c| (c.name, c.allocatable)).collect();
         (
             replicas - assigned,
             by_replicas_desc(list),
             scheduled.clone(),
         )
     } else {
-        return Ok(remove_zero(scheduled));
+        return Ok(owned(scheduled));
     };
     let total: i64 = available.iter().map(|(_, r)| r).sum();
     if total < target {
@@ -226,10 +233,10 @@ pub fn dynamic(
     if kind == Dynamic::Aggregated {
         // Clusters the binding already uses first, then the others, each part in order
         // (only scale-up keeps the previous assignment; scale-down and fresh mode clear it).
-        let prior: Vec<String> = keep
+        let prior: Vec<&str> = keep
             .iter()
             .filter(|(_, r)| *r > 0)
-            .map(|(n, _)| n.clone())
+            .map(|(n, _)| *n)
             .collect();
         if !prior.is_empty() {
             let (mut first, rest): (Vec<_>, Vec<_>) =
@@ -247,23 +254,23 @@ pub fn dynamic(
         }
     }
     let spread = dispense(target, &available, &[], descending);
-    Ok(remove_zero(merge(&keep, spread)))
+    Ok(owned(merge(&keep, spread)))
 }
 
 /// Karmada's MergeTargetClusters: the new list with the old replicas added, then old clusters
 /// the new list lacks.
-fn merge(old: &[(String, i64)], mut new: Vec<(String, i64)>) -> Vec<(String, i64)> {
+fn merge<'a>(old: &[(&'a str, i64)], mut new: Seats<'a>) -> Seats<'a> {
     if old.is_empty() {
         return new;
     }
     if new.is_empty() {
         return old.to_vec();
     }
-    let mut rest: Vec<(String, i64)> = Vec::new();
+    let mut rest: Seats<'a> = Vec::new();
     for (n, r) in old {
         match new.iter_mut().find(|(m, _)| m == n) {
             Some(e) => e.1 += r,
-            None => rest.push((n.clone(), *r)),
+            None => rest.push((n, *r)),
         }
     }
     rest.sort();
@@ -271,18 +278,22 @@ fn merge(old: &[(String, i64)], mut new: Vec<(String, i64)>) -> Vec<(String, i64
     new
 }
 
-fn remove_zero(list: Vec<(String, i64)>) -> Vec<(String, i64)> {
-    list.into_iter().filter(|(_, r)| *r > 0).collect()
+/// The clusters with replicas, as owned names.
+fn owned(list: Seats) -> Vec<(String, i64)> {
+    list.into_iter()
+        .filter(|(_, r)| *r > 0)
+        .map(|(n, r)| (n.to_string(), r))
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn cands(list: &[(&str, i64)]) -> Vec<Candidate> {
+    fn cands<'a>(list: &[(&'a str, i64)]) -> Vec<Candidate<'a>> {
         list.iter()
             .map(|(n, r)| Candidate {
-                name: n.to_string(),
+                name: n,
                 available: *r,
                 allocatable: *r,
             })
@@ -293,6 +304,10 @@ mod tests {
         list.iter().map(|(n, r)| (n.to_string(), *r)).collect()
     }
 
+    fn s<'a>(list: &[(&'a str, i64)]) -> Vec<(&'a str, i64)> {
+        list.to_vec()
+    }
+
     fn sorted(mut v: Vec<(String, i64)>) -> Vec<(String, i64)> {
         v.sort();
         v
@@ -300,47 +315,47 @@ mod tests {
 
     #[test]
     fn webster_divides_in_proportion_when_exact() {
-        let r = webster(12, &pairs(&[("a", 18), ("b", 12), ("c", 6)]), &[], false);
-        assert_eq!(r, pairs(&[("a", 6), ("b", 4), ("c", 2)]));
+        let r = webster(12, &s(&[("a", 18), ("b", 12), ("c", 6)]), &[], false);
+        assert_eq!(r, s(&[("a", 6), ("b", 4), ("c", 2)]));
     }
 
     #[test]
     fn webster_rounds_by_the_largest_remaining_quotient() {
         // 9 over 1:3 -> quotas 2.25 and 6.75 -> 2 and 7 (Karmada's documented example).
         assert_eq!(
-            webster(9, &pairs(&[("a", 1), ("b", 3)]), &[], false),
-            pairs(&[("a", 2), ("b", 7)])
+            webster(9, &s(&[("a", 1), ("b", 3)]), &[], false),
+            s(&[("a", 2), ("b", 7)])
         );
         // Webster differs from largest remainders: 10 seats over 6:3:1 gives 6/3/1, and
         // 5 seats over 10:1:1 gives the small parties nothing.
         assert_eq!(
-            webster(5, &pairs(&[("a", 10), ("b", 1), ("c", 1)]), &[], false),
-            pairs(&[("a", 5), ("b", 0), ("c", 0)])
+            webster(5, &s(&[("a", 10), ("b", 1), ("c", 1)]), &[], false),
+            s(&[("a", 5), ("b", 0), ("c", 0)])
         );
     }
 
     #[test]
     fn webster_ties_go_to_fewer_seats_then_by_name_in_the_uid_direction() {
-        let equal = pairs(&[("a", 1), ("b", 1), ("c", 1)]);
+        let equal = s(&[("a", 1), ("b", 1), ("c", 1)]);
         assert_eq!(
             webster(1, &equal, &[], false),
-            pairs(&[("a", 1), ("b", 0), ("c", 0)])
+            s(&[("a", 1), ("b", 0), ("c", 0)])
         );
         assert_eq!(
             webster(1, &equal, &[], true),
-            pairs(&[("a", 0), ("b", 0), ("c", 1)])
+            s(&[("a", 0), ("b", 0), ("c", 1)])
         );
         assert_eq!(
             webster(4, &equal, &[], false),
-            pairs(&[("a", 2), ("b", 1), ("c", 1)])
+            s(&[("a", 2), ("b", 1), ("c", 1)])
         );
     }
 
     #[test]
     fn webster_starts_from_initial_seats() {
         // b already holds 3 seats with no votes: it gets nothing more.
-        let r = webster(2, &pairs(&[("a", 1)]), &pairs(&[("b", 3)]), false);
-        assert_eq!(r, pairs(&[("a", 2), ("b", 3)]));
+        let r = webster(2, &s(&[("a", 1)]), &s(&[("b", 3)]), false);
+        assert_eq!(r, s(&[("a", 2), ("b", 3)]));
     }
 
     #[test]
@@ -430,12 +445,12 @@ mod tests {
         // a holds 6 of the binding's replicas and has room for 0 more; b has room for 6.
         let c = vec![
             Candidate {
-                name: "a".into(),
+                name: "a",
                 available: 6,
                 allocatable: 0,
             },
             Candidate {
-                name: "b".into(),
+                name: "b",
                 available: 6,
                 allocatable: 6,
             },

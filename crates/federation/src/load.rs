@@ -362,27 +362,27 @@ fn convert_cluster(origin: &str, c: api::Cluster) -> Result<Cluster, FederationE
                 }
                 *modelings.entry(m.grade).or_insert(0) += m.count;
             }
-            Some(model::Summary {
-                allocatable: amounts(
+            Some(model::Summary::new(
+                amounts(
                     origin,
                     &object,
                     "status.resourceSummary.allocatable",
                     &s.allocatable,
                 )?,
-                allocated: amounts(
+                amounts(
                     origin,
                     &object,
                     "status.resourceSummary.allocated",
                     &s.allocated,
                 )?,
-                allocating: amounts(
+                amounts(
                     origin,
                     &object,
                     "status.resourceSummary.allocating",
                     &s.allocating,
                 )?,
                 modelings,
-            })
+            ))
         }
     };
     let condition = |t: &str| {

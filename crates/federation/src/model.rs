@@ -40,6 +40,30 @@ pub struct Summary {
     pub allocating: Amounts,
     /// `allocatableModelings`: grade -> node count.
     pub modelings: BTreeMap<i64, i64>,
+    /// allocatable − allocated − allocating, for each allocatable resource.
+    pub free: Amounts,
+}
+
+impl Summary {
+    pub fn new(
+        allocatable: Amounts,
+        allocated: Amounts,
+        allocating: Amounts,
+        modelings: BTreeMap<i64, i64>,
+    ) -> Summary {
+        let get = |m: &Amounts, k: &str| m.get(k).copied().unwrap_or(0);
+        let free = allocatable
+            .iter()
+            .map(|(k, v)| (k.clone(), v - get(&allocated, k) - get(&allocating, k)))
+            .collect();
+        Summary {
+            allocatable,
+            allocated,
+            allocating,
+            modelings,
+            free,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

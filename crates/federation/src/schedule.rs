@@ -363,8 +363,7 @@ impl State {
             let b = &self.fed.bindings[i];
             let cluster = &self.fed.clusters[c];
             scored.push(Scored {
-                name: cluster.name.clone(),
-                region: cluster.region.clone(),
+                index: c,
                 score: filter::score(b, cluster),
                 available: allocatable + b.assigned(&cluster.name),
                 allocatable,
@@ -384,7 +383,7 @@ impl State {
         let candidates: Vec<Candidate> = selected
             .iter()
             .map(|s| Candidate {
-                name: s.name.clone(),
+                name: self.fed.clusters[s.index].name.as_str(),
                 available: s.available,
                 allocatable: s.allocatable,
             })
@@ -393,7 +392,10 @@ impl State {
             // Non-workloads and multi-component bindings go to every selected cluster
             // whole (one component set each).
             let each = i64::from(b.components.len() > 1);
-            return Ok(candidates.iter().map(|c| (c.name.clone(), each)).collect());
+            return Ok(candidates
+                .iter()
+                .map(|c| (c.name.to_string(), each))
+                .collect());
         }
         let descending = divide::names_descending(&b.uid);
         Ok(match b.strategy {
@@ -404,7 +406,7 @@ impl State {
                     .map(|c| {
                         let cluster = self
                             .fed
-                            .cluster(&c.name)
+                            .cluster(c.name)
                             .expect("a candidate is a cluster of the federation");
                         let w = b
                             .static_weights
@@ -413,7 +415,7 @@ impl State {
                             .map(|r| r.weight)
                             .max()
                             .unwrap_or(0);
-                        (c.name.clone(), w)
+                        (c.name.to_string(), w)
                     })
                     .collect();
                 divide::static_weight(&candidates, &weights, b.replicas, descending)

@@ -12,8 +12,8 @@ use crate::model::{Binding, Cluster, Strategy};
 /// A feasible cluster with its score and room.
 #[derive(Debug, Clone)]
 pub struct Scored {
-    pub name: String,
-    pub region: String,
+    /// The cluster's index in the federation (clusters are in name order).
+    pub index: usize,
     pub score: i64,
     /// Room plus this binding's replicas already there.
     pub available: i64,
@@ -28,7 +28,7 @@ pub fn sort(list: &mut [Scored]) {
         b.score
             .cmp(&a.score)
             .then(b.available.cmp(&a.available))
-            .then_with(|| a.name.cmp(&b.name))
+            .then(a.index.cmp(&b.index))
     });
 }
 
@@ -63,7 +63,6 @@ pub fn select(
     all: &[Cluster],
     need: i64,
 ) -> Result<Vec<Scored>, String> {
-    let _ = all;
     if b.placement.spread_constraints.is_empty() || ignores_spread(b) {
         return Ok(clusters.to_vec());
     }
@@ -73,7 +72,7 @@ pub fn select(
         Some(need)
     };
     if let Some(region) = constraint(b, "region") {
-        return by_region(b, region, constraint(b, "cluster"), clusters);
+        return by_region(b, region, constraint(b, "cluster"), clusters, all);
     }
     if let Some(cluster) = constraint(b, "cluster") {
         return by_cluster(cluster, clusters, need);
@@ -170,11 +169,13 @@ fn by_region(
     region: &SpreadConstraint,
     cluster: Option<&SpreadConstraint>,
     clusters: &[Scored],
+    all: &[Cluster],
 ) -> Result<Vec<Scored>, String> {
     let mut map: BTreeMap<&str, Vec<Scored>> = BTreeMap::new();
     for c in clusters {
-        if !c.region.is_empty() {
-            map.entry(&c.region).or_default().push(c.clone());
+        let r = all[c.index].region.as_str();
+        if !r.is_empty() {
+            map.entry(r).or_default().push(c.clone());
         }
     }
     let regions: Vec<Region> = map
@@ -366,10 +367,9 @@ mod tests {
         assert!(select_groups(groups, 1, 1, 3).is_empty());
     }
 
-    fn s(name: &str, score: i64, available: i64) -> Scored {
+    fn s(index: usize, score: i64, available: i64) -> Scored {
         Scored {
-            name: name.into(),
-            region: String::new(),
+            index,
             score,
             available,
             allocatable: available,
@@ -384,10 +384,10 @@ mod tests {
             max_groups: 2,
             min_groups: 1,
         };
-        let list = vec![s("a", 100, 2), s("b", 100, 1), s("c", 0, 10)];
+        let list = vec![s(0, 100, 2), s(1, 100, 1), s(2, 0, 10)];
         let chosen = by_cluster(&sc, &list, Some(11)).unwrap();
-        let names: Vec<&str> = chosen.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names, ["a", "c"]);
+        let indices: Vec<usize> = chosen.iter().map(|c| c.index).collect();
+        assert_eq!(indices, [0, 2]);
         assert_eq!(
             by_cluster(&sc, &list, Some(13)).unwrap_err(),
             "no enough resource when selecting 2 clusters"
