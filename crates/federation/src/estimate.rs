@@ -47,7 +47,7 @@ impl Usage {
     }
 }
 
-fn units_ceil(milli: Milli) -> Milli {
+pub(crate) fn units_ceil(milli: Milli) -> Milli {
     milli.div_euclid(1000) + Milli::from(milli.rem_euclid(1000) != 0)
 }
 
@@ -60,16 +60,7 @@ pub fn summary_estimate(
     bindings: &[Binding],
 ) -> Option<i64> {
     let s = c.summary.as_ref()?;
-    let get = |m: &Amounts, k: &str| m.get(k).copied().unwrap_or(0);
-    let free = |k: &str| {
-        get(&s.allocatable, k)
-            - get(&s.allocated, k)
-            - get(&s.allocating, k)
-            - get(&usage.amounts, k)
-    };
-    let allowed_pods = units_ceil(
-        get(&s.allocatable, "pods") - get(&s.allocated, "pods") - get(&s.allocating, "pods"),
-    ) - Milli::from(usage.pods);
+    let allowed_pods = s.pods_free - Milli::from(usage.pods);
     if allowed_pods <= 0 {
         return Some(0);
     }
@@ -89,15 +80,18 @@ pub fn summary_estimate(
     }
     let mut max = by_pods;
     for (k, &req) in unit {
-        let (req, avail) = if k == "cpu" {
-            (req, free(k))
-        } else {
-            (units_ceil(req), units_ceil(free(k)))
-        };
+        let cpu = k == "cpu";
+        let req = if cpu { req } else { units_ceil(req) };
         if req <= 0 {
             continue;
         }
-        if !s.allocatable.contains_key(k) || avail <= 0 {
+        // A resource the cluster does not have at all: nothing fits.
+        let Some(&base) = s.free.get(k) else {
+            return Some(0);
+        };
+        let left = base - usage.amounts.get(k).copied().unwrap_or(0);
+        let avail = if cpu { left } else { units_ceil(left) };
+        if avail <= 0 {
             return Some(0);
         }
         max = max.min(i64::try_from(avail / req).unwrap_or(i64::MAX));

@@ -42,6 +42,8 @@ pub struct Summary {
     pub modelings: BTreeMap<i64, i64>,
     /// allocatable − allocated − allocating, for each allocatable resource.
     pub free: Amounts,
+    /// The pods allowed (allocatable − allocated − allocating pods, in whole pods).
+    pub pods_free: Milli,
 }
 
 impl Summary {
@@ -56,12 +58,14 @@ impl Summary {
             .iter()
             .map(|(k, v)| (k.clone(), v - get(&allocated, k) - get(&allocating, k)))
             .collect();
+        let pods = get(&allocatable, "pods") - get(&allocated, "pods") - get(&allocating, "pods");
         Summary {
             allocatable,
             allocated,
             allocating,
             modelings,
             free,
+            pods_free: crate::estimate::units_ceil(pods),
         }
     }
 }

@@ -58,7 +58,7 @@ pub struct EstimateRecord {
     pub cluster: String,
     pub replicas: i64,
     /// `summary` or `member`: which estimator gave the (smaller) number.
-    pub source: String,
+    pub source: &'static str,
 }
 
 /// The outcome of a run, in the `federate` contract's shape.
@@ -186,7 +186,11 @@ pub fn schedule(fed: &Federation, options: &Options) -> Result<Decisions, Federa
             }),
         }
     }
-    for (b, list) in state.estimates.iter().enumerate() {
+    // Bindings by key and clusters by index (name order): the list comes out sorted.
+    let mut by_key: Vec<usize> = (0..state.fed.bindings.len()).collect();
+    by_key.sort_by(|a, b| state.fed.bindings[*a].key.cmp(&state.fed.bindings[*b].key));
+    for b in by_key {
+        let list = &state.estimates[b];
         let mut seen = BTreeMap::new();
         for (c, replicas, source) in list {
             seen.insert(*c, (*replicas, *source));
@@ -196,7 +200,7 @@ pub fn schedule(fed: &Federation, options: &Options) -> Result<Decisions, Federa
                 binding: state.fed.bindings[b].key.clone(),
                 cluster: state.fed.clusters[c].name.clone(),
                 replicas,
-                source: source.to_string(),
+                source,
             });
         }
     }
@@ -204,8 +208,6 @@ pub fn schedule(fed: &Federation, options: &Options) -> Result<Decisions, Federa
     d.unchanged.sort_by(|a, b| a.binding.cmp(&b.binding));
     d.unschedulable.sort_by(|a, b| a.binding.cmp(&b.binding));
     d.preemptions
-        .sort_by(|a, b| (&a.binding, &a.cluster).cmp(&(&b.binding, &b.cluster)));
-    d.estimates
         .sort_by(|a, b| (&a.binding, &a.cluster).cmp(&(&b.binding, &b.cluster)));
     Ok(d)
 }
@@ -401,13 +403,10 @@ impl State {
         Ok(match b.strategy {
             Strategy::Duplicated => divide::duplicated(&candidates, b.replicas),
             Strategy::StaticWeight => {
-                let weights: Vec<(String, i64)> = candidates
+                let weights: Vec<(String, i64)> = selected
                     .iter()
-                    .map(|c| {
-                        let cluster = self
-                            .fed
-                            .cluster(c.name)
-                            .expect("a candidate is a cluster of the federation");
+                    .map(|s| {
+                        let cluster = &self.fed.clusters[s.index];
                         let w = b
                             .static_weights
                             .iter()
@@ -415,7 +414,7 @@ impl State {
                             .map(|r| r.weight)
                             .max()
                             .unwrap_or(0);
-                        (c.name.to_string(), w)
+                        (cluster.name.clone(), w)
                     })
                     .collect();
                 divide::static_weight(&candidates, &weights, b.replicas, descending)
