@@ -81,8 +81,8 @@ pub(crate) struct State {
     pub members: BTreeMap<usize, Member>,
     /// Cluster -> (priority, binding) of the preemptor holding the room freed there.
     pub claims: BTreeMap<usize, (i64, usize)>,
-    /// Estimates of the latest scheduling of each binding, per binding: (cluster, replicas,
-    /// source), latest first wins for a cluster.
+    /// Estimates of the latest scheduling attempt of each binding: (cluster, replicas,
+    /// source) in cluster order.
     pub estimates: Vec<Vec<(usize, i64, &'static str)>>,
     pub recording: bool,
 }
@@ -190,12 +190,8 @@ pub fn schedule(fed: &Federation, options: &Options) -> Result<Decisions, Federa
     let mut by_key: Vec<usize> = (0..state.fed.bindings.len()).collect();
     by_key.sort_by(|a, b| state.fed.bindings[*a].key.cmp(&state.fed.bindings[*b].key));
     for b in by_key {
-        let list = &state.estimates[b];
-        let mut seen = BTreeMap::new();
-        for (c, replicas, source) in list {
-            seen.insert(*c, (*replicas, *source));
-        }
-        for (c, (replicas, source)) in seen {
+        // One attempt records each feasible cluster once, in index order.
+        for &(c, replicas, source) in &state.estimates[b] {
             d.estimates.push(EstimateRecord {
                 binding: state.fed.bindings[b].key.clone(),
                 cluster: state.fed.clusters[c].name.clone(),
@@ -355,6 +351,10 @@ impl State {
     }
 
     fn attempt(&mut self, i: usize, term: usize) -> Result<Vec<(String, i64)>, String> {
+        if self.recording {
+            // The estimates reported are those of the last affinity term tried.
+            self.estimates[i].clear();
+        }
         let (feasible, reasons) = self.feasible(i, term);
         if feasible.is_empty() {
             return Err(filter::fit_error(self.fed.clusters.len(), &reasons));
