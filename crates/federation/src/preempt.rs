@@ -76,6 +76,7 @@ fn victims_on(state: &mut State, i: usize, c: usize) -> Option<Vec<(usize, i64)>
     for (j, e) in removed {
         state.restore(j, c, e);
     }
+    state.trial = None;
     let out: Vec<(usize, i64)> = victims.iter().map(|(j, r, _)| (*j, *r)).collect();
     for (j, _, e) in victims {
         state.restore(j, c, e);

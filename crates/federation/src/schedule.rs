@@ -85,6 +85,9 @@ pub(crate) struct State {
     /// source) in cluster order.
     pub estimates: Vec<Vec<(usize, i64, &'static str)>>,
     pub recording: bool,
+    /// While preemption tries binding `.0` against changes on cluster `.1` only, the
+    /// estimates of every other cluster stay as they are: kept here per cluster.
+    pub trial: Option<(usize, usize, Vec<Option<(i64, &'static str)>>)>,
 }
 
 /// Schedules a federation: see the module documentation and README's federation section.
@@ -251,12 +254,25 @@ impl State {
             claims: BTreeMap::new(),
             estimates: vec![Vec::new(); n],
             recording: false,
+            trial: None,
         })
     }
 
     /// Replicas of binding `i` cluster `c` can take now (Karmada's AllocatableReplicas).
     pub fn estimate(&mut self, i: usize, c: usize) -> i64 {
-        let (replicas, source) = self.estimate_with_source(i, c);
+        let (replicas, source) = match &mut self.trial {
+            Some((b, changing, cache)) if *b == i && *changing != c => match cache[c] {
+                Some(known) => known,
+                None => {
+                    let known = self.estimate_with_source(i, c);
+                    if let Some((_, _, cache)) = &mut self.trial {
+                        cache[c] = Some(known);
+                    }
+                    known
+                }
+            },
+            _ => self.estimate_with_source(i, c),
+        };
         if self.recording && self.fed.bindings[i].is_workload() {
             self.estimates[i].push((c, replicas, source));
         }
