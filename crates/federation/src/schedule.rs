@@ -87,7 +87,7 @@ pub(crate) struct State {
     pub recording: bool,
     /// While preemption tries binding `.0` against changes on cluster `.1` only, the
     /// estimates of every other cluster stay as they are: kept here per cluster.
-    pub trial: Option<(usize, usize, Vec<Option<(i64, &'static str)>>)>,
+    pub trial: Option<Trial>,
 }
 
 /// Schedules a federation: see the module documentation and README's federation section.
@@ -506,6 +506,10 @@ impl State {
         }
     }
 }
+
+/// Preemption's trial of binding `.0` on cluster `.1`: estimates of the other clusters, by
+/// cluster index, once computed.
+pub(crate) type Trial = (usize, usize, Vec<Option<(i64, &'static str)>>);
 
 /// What [`State::evict`] removed.
 #[derive(Debug)]
