@@ -86,9 +86,8 @@ fn shape_manifest(b: &Binding) -> serde_json::Value {
                 serde_json::to_value(&r.claims).unwrap_or_default(),
             );
         }
-        if !r.priority_class_name.is_empty() {
-            spec.insert("priorityClassName".into(), json!(r.priority_class_name));
-        }
+        // priorityClassName is left out: a replica estimate does not depend on priority,
+        // and the member's manifests need not define the class.
     }
     let mut container = json!({"name": "replica", "image": "replica"});
     if !requests.is_empty() {
