@@ -203,6 +203,9 @@ impl Member {
 
     /// Replicas of binding `b` that fit on each node now, by node index.
     fn per_node(&self, b: usize) -> Vec<(usize, u32)> {
+        if !self.shapes.contains_key(&b) {
+            return Vec::new();
+        }
         let c = self.current(Some(b));
         let id = PodId((c.pods.len() - 1) as u32);
         match lockstep_engine::estimate(&c, Options::default(), id) {
