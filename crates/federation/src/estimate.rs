@@ -30,7 +30,7 @@ impl Usage {
             return;
         }
         let (pods, unit) = b.unit_demand();
-        self.pods += pods * replicas;
+        self.pods = self.pods.saturating_add(pods.saturating_mul(replicas));
         for (k, v) in unit {
             match self.amounts.get_mut(k) {
                 Some(a) => *a += v * Milli::from(replicas),

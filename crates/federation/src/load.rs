@@ -932,12 +932,12 @@ fn convert_binding(origin: &str, kind: &str, b: api::Binding) -> Result<Binding,
     let mut components = Vec::new();
     for (i, c) in spec.components.iter().enumerate() {
         let path = format!("spec.components[{i}]");
-        if c.replicas < 0 {
+        if c.replicas < 0 || c.replicas > i64::from(i32::MAX) {
             return Err(bad(
                 origin,
                 &object,
                 &format!("{path}.replicas"),
-                "must be 0 or more",
+                "must be 0 or more and fit in a 32-bit integer",
             ));
         }
         let req = match &c.replica_requirements {
