@@ -163,3 +163,17 @@ proptest! {
         prop_assert_eq!(&run(&reversed), &d);
     }
 }
+
+/// The random federations above do exercise preemption (so its invariants are not vacuous).
+#[test]
+fn random_federations_include_preemptions() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let mut preemptions = 0;
+    for _ in 0..100 {
+        let spec = spec().new_tree(&mut runner).expect("a value").current();
+        preemptions += run(&yaml(&spec, false).0).preemptions.len();
+    }
+    assert!(preemptions > 0, "no preemption in 100 random federations");
+}
