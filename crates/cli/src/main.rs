@@ -1,6 +1,7 @@
 //! `lockstep`: the command-line front end. Translates flags and manifests into engine calls
 //! and engine decisions into output; it makes no scheduling decision of its own.
 
+mod federate;
 mod output;
 mod run;
 mod simulate;
@@ -47,6 +48,9 @@ enum Command {
     /// Schedule a real cluster through the Kubernetes API: pods whose schedulerName is
     /// --scheduler-name are bound, preempted for, and given DRA devices, until SIGTERM.
     Run(Box<run::RunArgs>),
+    /// Place Karmada ResourceBindings across member clusters once, as karmada-scheduler
+    /// would, with binding preemption, and print the decisions.
+    Federate(federate::FederateArgs),
     /// Print a shell completion script: `lockstep completions bash > /etc/bash_completion.d/lockstep`.
     Completions {
         #[arg(value_enum)]
@@ -316,6 +320,7 @@ fn main() -> ExitCode {
         Command::Schedule(args) => schedule(args),
         Command::Simulate(args) => simulate::simulate(args),
         Command::Run(args) => run::run(args),
+        Command::Federate(args) => federate::federate(args),
         Command::Completions { shell } => {
             let mut out = Vec::new();
             clap_complete::generate(*shell, &mut Cli::command(), "lockstep", &mut out);

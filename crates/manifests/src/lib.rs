@@ -183,3 +183,65 @@ pub fn load_str(name: &str, text: &str) -> Result<Loaded, LoadError> {
     add_inputs(&mut collected, std::slice::from_ref(&input))?;
     convert::build(collected)
 }
+
+/// One document of a manifest set as parsed, before any kind is routed: where it came from
+/// and its value. For readers of other APIs' objects (Karmada's) that share this crate's
+/// sources, limits, document splitting and messages.
+#[derive(Debug, Clone)]
+pub struct RawDocument {
+    pub origin: Origin,
+    pub value: serde_json::Value,
+}
+
+/// Reads and parses every source in order into documents (`kind: List` is not expanded).
+/// The warnings name inputs that hold no objects.
+pub fn read_documents(sources: &[Source]) -> Result<(Vec<RawDocument>, Vec<String>), LoadError> {
+    let mut warnings = Vec::new();
+    let inputs = input::read_sources(sources, &mut std::io::stdin().lock(), &mut warnings)?;
+    let mut out = Vec::new();
+    for input in &inputs {
+        let documents = documents::parse_documents(&input.name, &input.text, input.json)?;
+        if documents.is_empty() {
+            warnings.push(format!(
+                "warning: {} holds no objects (it is empty, or only comments and document \
+                 separators); nothing is read from it",
+                input.name
+            ));
+        }
+        let file: std::sync::Arc<str> = input.name.as_str().into();
+        out.extend(documents.into_iter().map(|d| RawDocument {
+            origin: Origin {
+                file: file.clone(),
+                document: d.number,
+                item: None,
+            },
+            value: d.value,
+        }));
+    }
+    Ok((out, warnings))
+}
+
+/// Deserializes `value` into `T`, returning the paths of the fields `T` does not define
+/// (`spec.placement.clusterAfinity`), as manifests' unknown fields are found; an error
+/// carries the path of the field at fault.
+pub fn deserialize_noting_unknown<T: serde::de::DeserializeOwned>(
+    value: serde_json::Value,
+) -> Result<(T, Vec<String>), serde_path_to_error::Error<serde_json::Error>> {
+    unknown::deserialize(value)
+}
+
+/// Like [`load`], then adds one more text as if it were a JSON file called `name` (objects
+/// made by a caller, such as the pod shape of a replica estimate).
+pub fn load_with_text(sources: &[Source], name: &str, text: &str) -> Result<Loaded, LoadError> {
+    let mut warnings = Vec::new();
+    let mut inputs = input::read_sources(sources, &mut std::io::stdin().lock(), &mut warnings)?;
+    inputs.push(input::Input {
+        name: name.to_string(),
+        text: text.to_string(),
+        json: true,
+    });
+    let mut collected = route::Collected::default();
+    collected.warnings = warnings;
+    add_inputs(&mut collected, &inputs)?;
+    convert::build(collected)
+}

@@ -1,0 +1,169 @@
+//! `lockstep federate`: Karmada ResourceBindings placed across member clusters, printed in
+//! the `federate` output contract (table, JSON or YAML).
+
+use anyhow::{Result, anyhow, bail};
+use lockstep_federation::schedule::Decisions;
+use lockstep_manifests::Source;
+
+use crate::Format;
+
+#[derive(clap::Args)]
+pub struct FederateArgs {
+    /// Karmada objects (Cluster, ResourceBinding, ClusterResourceBinding): a file, a
+    /// directory (recursively *.yaml, *.yml, *.json) or - for stdin.
+    #[arg(short = 'f', long = "filename", required = true, value_name = "PATH")]
+    files: Vec<String>,
+    /// A member cluster's own manifests (Nodes, Pods, DRA objects, ...): its replica
+    /// estimates are then exact, node by node. CLUSTER names a Cluster of the -f input.
+    #[arg(long = "member", value_name = "CLUSTER=PATH")]
+    members: Vec<String>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    output: Format,
+    /// Bindings never preempt, whatever their preemptionPolicy.
+    #[arg(long)]
+    no_preemption: bool,
+}
+
+pub fn federate(args: &FederateArgs) -> Result<String> {
+    let sources: Vec<Source> = args.files.iter().map(|f| Source::from_arg(f)).collect();
+    let mut members: Vec<(String, Vec<Source>)> = Vec::new();
+    for m in &args.members {
+        let Some((cluster, path)) = m.split_once('=') else {
+            bail!("--member {m:?}: expected CLUSTER=PATH (e.g. --member gpu-cluster=members/gpu)");
+        };
+        if cluster.is_empty() || path.is_empty() {
+            bail!("--member {m:?}: expected CLUSTER=PATH with both parts non-empty");
+        }
+        let source = Source::from_arg(path);
+        match members.iter_mut().find(|(c, _)| c == cluster) {
+            Some((_, list)) => list.push(source),
+            None => members.push((cluster.to_string(), vec![source])),
+        }
+    }
+    if members
+        .iter()
+        .flat_map(|(_, s)| s)
+        .chain(&sources)
+        .filter(|s| **s == Source::Stdin)
+        .count()
+        > 1
+    {
+        bail!("stdin (-) can be read once; give the other inputs as files");
+    }
+    let loaded = lockstep_federation::load(&sources).map_err(|e| anyhow!("{e}"))?;
+    for w in &loaded.warnings {
+        eprintln!("{w}");
+    }
+    let options = lockstep_federation::Options {
+        preemption: !args.no_preemption,
+        members,
+    };
+    let decisions =
+        lockstep_federation::schedule(&loaded.federation, &options).map_err(|e| anyhow!("{e}"))?;
+    Ok(match args.output {
+        Format::Table => table(&decisions),
+        Format::Json => serde_json::to_string_pretty(&decisions)? + "\n",
+        Format::Yaml => serde_norway::to_string(&decisions)?,
+    })
+}
+
+fn clusters(list: &[lockstep_federation::schedule::TargetReplicas]) -> String {
+    if list.is_empty() {
+        return "-".into();
+    }
+    list.iter()
+        .map(|c| format!("{}:{}", c.name, c.replicas))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn section(out: &mut String, title: &str, header: &[&str], rows: &[Vec<String>]) {
+    if rows.is_empty() {
+        return;
+    }
+    let n = header.len();
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (i, cell) in r.iter().enumerate().take(n - 1) {
+            widths[i] = widths[i].max(cell.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == n {
+                s += &format!("  {c}");
+            } else {
+                s += &format!("  {c:<w$}", w = widths[i]);
+            }
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out.push_str(title);
+    out.push('\n');
+    out.push_str(&line(header.to_vec()));
+    for r in rows {
+        out.push_str(&line(r.iter().map(String::as_str).collect()));
+    }
+}
+
+fn table(d: &Decisions) -> String {
+    let mut out = String::new();
+    let placed: Vec<Vec<String>> = d
+        .placements
+        .iter()
+        .map(|p| vec![p.binding.clone(), clusters(&p.clusters)])
+        .collect();
+    section(&mut out, "PLACED", &["BINDING", "CLUSTERS"], &placed);
+    let preempted: Vec<Vec<String>> = d
+        .preemptions
+        .iter()
+        .map(|p| {
+            vec![
+                p.binding.clone(),
+                p.cluster.clone(),
+                p.replicas.to_string(),
+                p.preemptor.clone(),
+                p.reason.clone(),
+            ]
+        })
+        .collect();
+    section(
+        &mut out,
+        "PREEMPTED",
+        &["BINDING", "CLUSTER", "REPLICAS", "PREEMPTOR", "REASON"],
+        &preempted,
+    );
+    let unschedulable: Vec<Vec<String>> = d
+        .unschedulable
+        .iter()
+        .map(|u| vec![u.binding.clone(), u.message.clone()])
+        .collect();
+    section(
+        &mut out,
+        "UNSCHEDULABLE",
+        &["BINDING", "MESSAGE"],
+        &unschedulable,
+    );
+    let unchanged: Vec<Vec<String>> = d
+        .unchanged
+        .iter()
+        .map(|p| vec![p.binding.clone(), clusters(&p.clusters)])
+        .collect();
+    section(&mut out, "UNCHANGED", &["BINDING", "CLUSTERS"], &unchanged);
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out += &format!(
+        "{} placed, {} preempted, {} unschedulable, {} unchanged\n",
+        d.placements.len(),
+        d.preemptions.len(),
+        d.unschedulable.len(),
+        d.unchanged.len()
+    );
+    out
+}

@@ -1,0 +1,152 @@
+//! `lockstep federate` at scale: 1000 clusters and 10,000 bindings of mixed strategies
+//! (Duplicated over a few clusters, StaticWeight, Aggregated, DynamicWeight; half held to one
+//! region of 100 clusters), and one preemption decision over 100 clusters full of 1000
+//! running bindings. BENCHMARKS.md has the numbers.
+
+use std::path::PathBuf;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use lockstep_federation::{Options, load, schedule};
+use lockstep_manifests::Source;
+
+fn cluster(i: usize, cpu: i64) -> String {
+    format!(
+        "---\napiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {{name: c{i:04}, \
+         labels: {{region: r{}}}}}\nspec: {{syncMode: Push, region: r{}}}\nstatus:\n  conditions: \
+         [{{type: Ready, status: \"True\", reason: r, message: m, lastTransitionTime: \
+         \"2026-01-01T00:00:00Z\"}}]\n  apiEnablements: [{{groupVersion: apps/v1, resources: \
+         [{{name: deployments, kind: Deployment}}]}}]\n  resourceSummary: {{allocatable: {{cpu: \
+         \"{cpu}\", memory: 1Ti, pods: \"5000\"}}}}\n",
+        i % 10,
+        i % 10
+    )
+}
+
+fn binding(i: usize, placement: &str, replicas: i64, extra: &str) -> String {
+    format!(
+        "---\napiVersion: work.karmada.io/v1alpha2\nkind: ResourceBinding\nmetadata: {{name: \
+         b{i:05}, namespace: default, creationTimestamp: \"2026-01-01T00:00:00Z\"}}\nspec:\n  \
+         resource: {{apiVersion: apps/v1, kind: Deployment, name: b{i}, uid: u{i}}}\n  replicas: \
+         {replicas}\n  replicaRequirements: {{resourceRequest: {{cpu: 500m, memory: 1Gi}}}}\n{extra}  \
+         placement:\n{placement}"
+    )
+}
+
+fn write(name: &str, text: &str) -> PathBuf {
+    let path =
+        std::env::temp_dir().join(format!("lockstep-bench-{}-{name}.yaml", std::process::id()));
+    std::fs::write(&path, text).expect("write the bench input");
+    path
+}
+
+fn large() -> String {
+    let mut text = String::new();
+    for i in 0..1000 {
+        text += &cluster(i, 2000);
+    }
+    for i in 0..10_000 {
+        let region = if i % 2 == 0 {
+            format!(
+                "    clusterAffinity: {{labelSelector: {{matchLabels: {{region: r{}}}}}}}\n",
+                i % 10
+            )
+        } else {
+            String::new()
+        };
+        let placement = match i % 4 {
+            0 => format!(
+                "    clusterAffinity: {{clusterNames: [c{:04}, c{:04}, c{:04}]}}\n",
+                i % 1000,
+                (i + 1) % 1000,
+                (i + 2) % 1000
+            ),
+            1 => format!(
+                "{region}    replicaScheduling: {{replicaSchedulingType: Divided, \
+                 replicaDivisionPreference: Weighted, weightPreference: {{staticWeightList: \
+                 [{{targetCluster: {{clusterNames: [c{:04}]}}, weight: 2}}, {{targetCluster: \
+                 {{clusterNames: [c{:04}]}}, weight: 1}}]}}}}\n",
+                i % 1000,
+                (i + 7) % 1000
+            ),
+            2 => format!(
+                "{region}    replicaScheduling: {{replicaSchedulingType: Divided, \
+                 replicaDivisionPreference: Aggregated}}\n"
+            ),
+            _ => format!(
+                "{region}    replicaScheduling: {{replicaSchedulingType: Divided, \
+                 replicaDivisionPreference: Weighted, weightPreference: {{dynamicWeight: \
+                 AvailableReplicas}}}}\n"
+            ),
+        };
+        text += &binding(i, &placement, 1 + (i % 8) as i64, "");
+    }
+    text
+}
+
+/// 100 clusters of 100 CPUs, each full with 10 running bindings of 10 replicas × 1 CPU
+/// (priority 0..9), and one preemptor of priority 100 needing 20 CPUs on one cluster.
+fn preemption() -> String {
+    let mut text = String::new();
+    for i in 0..100 {
+        text += &cluster(i, 100);
+    }
+    let agg = "    replicaScheduling: {replicaSchedulingType: Divided, replicaDivisionPreference: Aggregated}\n";
+    for i in 0..1000 {
+        let extra = format!(
+            "  schedulePriority: {{priority: {}}}\n  clusters: [{{name: c{:04}, replicas: 20}}]\n",
+            i % 10,
+            i / 10
+        );
+        text += &binding(i, agg, 20, &extra);
+    }
+    text += &binding(
+        1000,
+        "    spreadConstraints: [{spreadByField: cluster, maxGroups: 1, minGroups: 1}]\n    replicaScheduling: {replicaSchedulingType: Divided, replicaDivisionPreference: Aggregated}\n",
+        40,
+        "  schedulePriority: {priority: 100, preemptionPolicy: PreemptLowerPriority}\n",
+    );
+    text
+}
+
+fn options() -> Options {
+    Options {
+        preemption: true,
+        members: Vec::new(),
+    }
+}
+
+fn federation(name: &str, text: &str) -> lockstep_federation::model::Federation {
+    let path = write(name, text);
+    let fed = load(&[Source::Path(path.clone())])
+        .expect("valid")
+        .federation;
+    let _ = std::fs::remove_file(path);
+    fed
+}
+
+fn large_run(c: &mut Criterion) {
+    let fed = federation("large", &large());
+    let mut group = c.benchmark_group("federate");
+    group.sample_size(10);
+    group.bench_function("1000 clusters x 10000 bindings", |b| {
+        b.iter(|| schedule(&fed, &options()).expect("schedules"))
+    });
+    group.finish();
+}
+
+fn preemption_run(c: &mut Criterion) {
+    let fed = federation("preemption", &preemption());
+    // The two lowest-priority bindings of the first cluster make the 20 CPUs.
+    let d = schedule(&fed, &options()).expect("schedules");
+    let victims: Vec<&str> = d.preemptions.iter().map(|p| p.binding.as_str()).collect();
+    assert_eq!(victims, ["default/b00000", "default/b00001"]);
+    let mut group = c.benchmark_group("federate");
+    group.sample_size(10);
+    group.bench_function("one preemption over 100 clusters x 1000 bindings", |b| {
+        b.iter(|| schedule(&fed, &options()).expect("schedules"))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, preemption_run, large_run);
+criterion_main!(benches);

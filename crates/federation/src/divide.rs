@@ -1,0 +1,474 @@
+//! Replica assignment, as Karmada's scheduler assigns replicas to the selected clusters:
+//! Duplicated (every cluster gets all replicas), Divided by StaticWeight (Webster's method
+//! over the static weights), and Divided by Aggregated or DynamicWeight (Webster's method over
+//! the clusters' available replicas, Aggregated first cutting the list down to as few
+//! clusters as hold the replicas), with Karmada's steady mode (scale up adds to the previous
+//! assignment, scale down divides the previous assignment, unchanged keeps it) and fresh mode
+//! (a reschedule divides everything again, each cluster's previous replicas counted as room).
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+/// One candidate cluster as division sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate<'a> {
+    pub name: &'a str,
+    /// Replicas the cluster can take now plus those of this binding already there
+    /// (Karmada's `AvailableReplicas`).
+    pub available: i64,
+    /// Replicas the cluster can take now (Karmada's `AllocatableReplicas`).
+    pub allocatable: i64,
+}
+
+/// Karmada's tie-break among parties of equal priority, chosen per binding by the parity of
+/// the FNV-1a hash of the resource's UID: names descending when odd, ascending otherwise
+/// (and for an empty UID). Fewer seats win first either way.
+pub fn names_descending(uid: &str) -> bool {
+    if uid.is_empty() {
+        return false;
+    }
+    let mut h: u32 = 0x811c_9dc5;
+    for b in uid.bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h & 1 == 1
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Party<'a> {
+    name: &'a str,
+    votes: i64,
+    seats: i64,
+    descending: bool,
+}
+
+impl Party<'_> {
+    /// Whether `self` gets the next seat before `other`: the larger votes / (2 seats + 1),
+    /// compared exactly; ties to fewer seats, then by name in the binding's direction.
+    fn before(&self, other: &Party) -> Ordering {
+        let a = i128::from(self.votes) * i128::from(2 * other.seats + 1);
+        let b = i128::from(other.votes) * i128::from(2 * self.seats + 1);
+        a.cmp(&b)
+            .then_with(|| other.seats.cmp(&self.seats))
+            .then_with(|| {
+                if self.descending {
+                    self.name.cmp(other.name)
+                } else {
+                    other.name.cmp(self.name)
+                }
+            })
+    }
+}
+
+impl PartialEq for Party<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.before(other) == Ordering::Equal
+    }
+}
+impl Eq for Party<'_> {}
+impl PartialOrd for Party<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Party<'_> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.before(other)
+    }
+}
+
+/// Seats per party name.
+type Seats<'a> = Vec<(&'a str, i64)>;
+
+/// Webster's (Sainte-Laguë) method as Karmada runs it: `new_seats` seats go one by one to the
+/// party with the highest votes / (2 seats + 1), starting from `initial` seats (a party with
+/// initial seats and no votes has 0 votes). Returns every party with its seats, by name.
+pub fn webster<'a>(
+    new_seats: i64,
+    votes: &[(&'a str, i64)],
+    initial: &[(&'a str, i64)],
+    descending: bool,
+) -> Seats<'a> {
+    let mut parties: Vec<Party<'a>> = initial
+        .iter()
+        .map(|(n, s)| Party {
+            name: n,
+            votes: 0,
+            seats: *s,
+            descending,
+        })
+        .collect();
+    let k = parties.len();
+    for (n, v) in votes {
+        match parties[..k].iter_mut().find(|p| p.name == *n) {
+            Some(p) => p.votes = *v,
+            None => parties.push(Party {
+                name: n,
+                votes: *v,
+                seats: 0,
+                descending,
+            }),
+        }
+    }
+    if parties.is_empty() {
+        return Vec::new();
+    }
+    let mut heap = BinaryHeap::from(parties);
+    for _ in 0..new_seats.max(0) {
+        let Some(mut top) = heap.pop() else { break };
+        top.seats += 1;
+        heap.push(top);
+    }
+    let mut out: Seats<'a> = heap.into_iter().map(|p| (p.name, p.seats)).collect();
+    out.sort();
+    out
+}
+
+/// Karmada's Dispenser: divides `replicas` by `weights` (Webster), on top of `init`. Nothing
+/// is divided when the weights sum to 0.
+fn dispense<'a>(
+    replicas: i64,
+    weights: &[(&'a str, i64)],
+    init: &[(&'a str, i64)],
+    descending: bool,
+) -> Seats<'a> {
+    if replicas == 0 && !init.is_empty() {
+        return init.to_vec();
+    }
+    if weights.iter().map(|(_, w)| *w).sum::<i64>() == 0 {
+        return init.to_vec();
+    }
+    webster(replicas, weights, init, descending)
+}
+
+/// Duplicated: every candidate gets all the replicas.
+pub fn duplicated(candidates: &[Candidate], replicas: i64) -> Vec<(String, i64)> {
+    candidates
+        .iter()
+        .map(|c| (c.name.to_string(), replicas))
+        .collect()
+}
+
+/// StaticWeight: `weights` holds each candidate's weight (the largest of the rules that match
+/// it; candidates no rule matches are left out). When no candidate has weight, every
+/// candidate weighs 1.
+pub fn static_weight(
+    candidates: &[Candidate],
+    weights: &[(String, i64)],
+    replicas: i64,
+    descending: bool,
+) -> Vec<(String, i64)> {
+    let mut list: Seats = weights
+        .iter()
+        .filter(|(_, w)| *w > 0)
+        .map(|(n, w)| (n.as_str(), *w))
+        .collect();
+    if list.iter().map(|(_, w)| *w).sum::<i64>() == 0 {
+        list = candidates.iter().map(|c| (c.name, 1)).collect();
+    }
+    owned(dispense(replicas, &list, &[], descending))
+}
+
+/// Aggregated or DynamicWeight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dynamic {
+    Aggregated,
+    Weighted,
+}
+
+/// The outcome of a dynamic division: an assignment or Karmada's unschedulable message.
+pub type Division = Result<Vec<(String, i64)>, String>;
+
+/// Aggregated / DynamicWeight division of `replicas` over `candidates` (in the order
+/// selection left them), given the binding's previous assignment `previous` and whether the
+/// binding asked for a fresh reschedule.
+pub fn dynamic(
+    kind: Dynamic,
+    candidates: &[Candidate],
+    previous: &[(String, i64)],
+    replicas: i64,
+    fresh: bool,
+    descending: bool,
+) -> Division {
+    // The previous assignment on clusters still among the candidates.
+    let scheduled: Seats = previous
+        .iter()
+        .filter(|(n, _)| candidates.iter().any(|c| c.name == n))
+        .map(|(n, r)| (n.as_str(), *r))
+        .collect();
+    let assigned: i64 = scheduled.iter().map(|(_, r)| r).sum();
+    fn by_replicas_desc(mut list: Seats<'_>) -> Seats<'_> {
+        // Stable, as Go's insertion sort is for the short lists it sorts.
+        list.sort_by_key(|e| std::cmp::Reverse(e.1));
+        list
+    }
+    let (target, available, keep) = if fresh {
+        let mut list: Seats = candidates.iter().map(|c| (c.name, c.allocatable)).collect();
+        for (n, r) in &scheduled {
+            if let Some(e) = list.iter_mut().find(|(m, _)| m == n) {
+                e.1 += r;
+            }
+        }
+        (replicas, by_replicas_desc(list), Vec::new())
+    } else if assigned > replicas {
+        (replicas, by_replicas_desc(scheduled.clone()), Vec::new())
+    } else if assigned < replicas {
+        let list = candidates.iter().map(|c| (c.name, c.allocatable)).collect();
+        (
+            replicas - assigned,
+            by_replicas_desc(list),
+            scheduled.clone(),
+        )
+    } else {
+        return Ok(owned(scheduled));
+    };
+    let total: i64 = available.iter().map(|(_, r)| r).sum();
+    if total < target {
+        return Err(format!(
+            "Clusters available replicas {total} are not enough to schedule."
+        ));
+    }
+    let mut available = available;
+    if kind == Dynamic::Aggregated {
+        // Clusters the binding already uses first, then the others, each part in order
+        // (only scale-up keeps the previous assignment; scale-down and fresh mode clear it).
+        let prior: Vec<&str> = keep
+            .iter()
+            .filter(|(_, r)| *r > 0)
+            .map(|(n, _)| *n)
+            .collect();
+        if !prior.is_empty() {
+            let (mut first, rest): (Vec<_>, Vec<_>) =
+                available.into_iter().partition(|(n, _)| prior.contains(n));
+            first.extend(rest);
+            available = first;
+        }
+        let mut sum = 0;
+        for i in 0..available.len() {
+            sum += available[i].1;
+            if sum >= target {
+                available.truncate(i + 1);
+                break;
+            }
+        }
+    }
+    let spread = dispense(target, &available, &[], descending);
+    Ok(owned(merge(&keep, spread)))
+}
+
+/// Karmada's MergeTargetClusters: the new list with the old replicas added, then old clusters
+/// the new list lacks.
+fn merge<'a>(old: &[(&'a str, i64)], mut new: Seats<'a>) -> Seats<'a> {
+    if old.is_empty() {
+        return new;
+    }
+    if new.is_empty() {
+        return old.to_vec();
+    }
+    let mut rest: Seats<'a> = Vec::new();
+    for (n, r) in old {
+        match new.iter_mut().find(|(m, _)| m == n) {
+            Some(e) => e.1 += r,
+            None => rest.push((n, *r)),
+        }
+    }
+    rest.sort();
+    new.extend(rest);
+    new
+}
+
+/// The clusters with replicas, as owned names.
+fn owned(list: Seats) -> Vec<(String, i64)> {
+    list.into_iter()
+        .filter(|(_, r)| *r > 0)
+        .map(|(n, r)| (n.to_string(), r))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cands<'a>(list: &[(&'a str, i64)]) -> Vec<Candidate<'a>> {
+        list.iter()
+            .map(|(n, r)| Candidate {
+                name: n,
+                available: *r,
+                allocatable: *r,
+            })
+            .collect()
+    }
+
+    fn pairs(list: &[(&str, i64)]) -> Vec<(String, i64)> {
+        list.iter().map(|(n, r)| (n.to_string(), *r)).collect()
+    }
+
+    fn s<'a>(list: &[(&'a str, i64)]) -> Vec<(&'a str, i64)> {
+        list.to_vec()
+    }
+
+    fn sorted(mut v: Vec<(String, i64)>) -> Vec<(String, i64)> {
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn webster_divides_in_proportion_when_exact() {
+        let r = webster(12, &s(&[("a", 18), ("b", 12), ("c", 6)]), &[], false);
+        assert_eq!(r, s(&[("a", 6), ("b", 4), ("c", 2)]));
+    }
+
+    #[test]
+    fn webster_rounds_by_the_largest_remaining_quotient() {
+        // 9 over 1:3 -> quotas 2.25 and 6.75 -> 2 and 7 (Karmada's documented example).
+        assert_eq!(
+            webster(9, &s(&[("a", 1), ("b", 3)]), &[], false),
+            s(&[("a", 2), ("b", 7)])
+        );
+        // Webster differs from largest remainders: 10 seats over 6:3:1 gives 6/3/1, and
+        // 5 seats over 10:1:1 gives the small parties nothing.
+        assert_eq!(
+            webster(5, &s(&[("a", 10), ("b", 1), ("c", 1)]), &[], false),
+            s(&[("a", 5), ("b", 0), ("c", 0)])
+        );
+    }
+
+    #[test]
+    fn webster_ties_go_to_fewer_seats_then_by_name_in_the_uid_direction() {
+        let equal = s(&[("a", 1), ("b", 1), ("c", 1)]);
+        assert_eq!(
+            webster(1, &equal, &[], false),
+            s(&[("a", 1), ("b", 0), ("c", 0)])
+        );
+        assert_eq!(
+            webster(1, &equal, &[], true),
+            s(&[("a", 0), ("b", 0), ("c", 1)])
+        );
+        assert_eq!(
+            webster(4, &equal, &[], false),
+            s(&[("a", 2), ("b", 1), ("c", 1)])
+        );
+    }
+
+    #[test]
+    fn webster_starts_from_initial_seats() {
+        // b already holds 3 seats with no votes: it gets nothing more.
+        let r = webster(2, &s(&[("a", 1)]), &s(&[("b", 3)]), false);
+        assert_eq!(r, s(&[("a", 2), ("b", 3)]));
+    }
+
+    #[test]
+    fn uid_parity_picks_the_direction() {
+        assert!(!names_descending(""));
+        // FNV-1a 32 of "a" is 0xe40c292c (even), of "b" 0xe70c2de5 (odd).
+        assert!(!names_descending("a"));
+        assert!(names_descending("b"));
+    }
+
+    #[test]
+    fn static_weights_3_2_1() {
+        let c = cands(&[("a", 100), ("b", 100), ("c", 100)]);
+        let w = pairs(&[("a", 3), ("b", 2), ("c", 1)]);
+        assert_eq!(
+            sorted(static_weight(&c, &w, 12, false)),
+            pairs(&[("a", 6), ("b", 4), ("c", 2)])
+        );
+        // 13: quotas 6.5, 4.33, 2.17 -> the 13th seat goes to a (3/13 > 2/9 > 1/5).
+        assert_eq!(
+            sorted(static_weight(&c, &w, 13, false)),
+            pairs(&[("a", 7), ("b", 4), ("c", 2)])
+        );
+        // 14: the 14th seat compares b 2/9 with c 1/5 and a 3/15: b.
+        assert_eq!(
+            sorted(static_weight(&c, &w, 14, false)),
+            pairs(&[("a", 7), ("b", 5), ("c", 2)])
+        );
+    }
+
+    #[test]
+    fn static_weight_without_weights_divides_evenly() {
+        let c = cands(&[("a", 0), ("b", 0)]);
+        assert_eq!(
+            sorted(static_weight(&c, &[], 3, false)),
+            pairs(&[("a", 2), ("b", 1)])
+        );
+    }
+
+    #[test]
+    fn duplicated_gives_every_cluster_all_replicas() {
+        let c = cands(&[("a", 0), ("b", 5)]);
+        assert_eq!(duplicated(&c, 3), pairs(&[("a", 3), ("b", 3)]));
+    }
+
+    #[test]
+    fn dynamic_weight_18_12_6() {
+        let c = cands(&[("a", 18), ("b", 12), ("c", 6)]);
+        let r = dynamic(Dynamic::Weighted, &c, &[], 12, false, false).unwrap();
+        assert_eq!(sorted(r), pairs(&[("a", 6), ("b", 4), ("c", 2)]));
+    }
+
+    #[test]
+    fn aggregated_12_over_12_6_6_takes_one_cluster() {
+        let c = cands(&[("a", 12), ("b", 6), ("c", 6)]);
+        let r = dynamic(Dynamic::Aggregated, &c, &[], 12, false, false).unwrap();
+        assert_eq!(r, pairs(&[("a", 12)]));
+    }
+
+    #[test]
+    fn aggregated_scale_up_12_to_24_keeps_the_previous_clusters_first() {
+        // Room 4:6:8 on a, b, c; previous assignment a=4, b=8.
+        let c = cands(&[("a", 4), ("b", 6), ("c", 8)]);
+        let prev = pairs(&[("a", 4), ("b", 8)]);
+        let r = dynamic(Dynamic::Aggregated, &c, &prev, 24, false, false).unwrap();
+        assert_eq!(sorted(r), pairs(&[("a", 7), ("b", 12), ("c", 5)]));
+    }
+
+    #[test]
+    fn scale_down_divides_the_previous_assignment() {
+        let c = cands(&[("a", 0), ("b", 0)]);
+        let prev = pairs(&[("a", 6), ("b", 3)]);
+        let r = dynamic(Dynamic::Weighted, &c, &prev, 3, false, false).unwrap();
+        assert_eq!(sorted(r), pairs(&[("a", 2), ("b", 1)]));
+    }
+
+    #[test]
+    fn unchanged_replicas_keep_the_assignment() {
+        let c = cands(&[("a", 0), ("b", 100)]);
+        let prev = pairs(&[("a", 6)]);
+        let r = dynamic(Dynamic::Weighted, &c, &prev, 6, false, false).unwrap();
+        assert_eq!(r, prev);
+    }
+
+    #[test]
+    fn fresh_mode_divides_everything_again() {
+        // a holds 6 of the binding's replicas and has room for 0 more; b has room for 6.
+        let c = vec![
+            Candidate {
+                name: "a",
+                available: 6,
+                allocatable: 0,
+            },
+            Candidate {
+                name: "b",
+                available: 6,
+                allocatable: 6,
+            },
+        ];
+        let prev = pairs(&[("a", 6)]);
+        let r = dynamic(Dynamic::Weighted, &c, &prev, 6, true, false).unwrap();
+        assert_eq!(sorted(r), pairs(&[("a", 3), ("b", 3)]));
+        let steady = dynamic(Dynamic::Weighted, &c, &prev, 6, false, false).unwrap();
+        assert_eq!(steady, prev);
+    }
+
+    #[test]
+    fn not_enough_room_is_karmadas_message() {
+        let c = cands(&[("a", 3), ("b", 2)]);
+        let r = dynamic(Dynamic::Weighted, &c, &[], 6, false, false);
+        assert_eq!(
+            r,
+            Err("Clusters available replicas 5 are not enough to schedule.".to_string())
+        );
+    }
+}

@@ -1,0 +1,158 @@
+//! Karmada's general estimator: how many more replicas of a binding a cluster can take, from
+//! its `status.resourceSummary` (allocatable − allocated − allocating per resource, and the
+//! pod count), or, when the cluster has `spec.resourceModels` and the summary
+//! `allocatableModelings`, by placing replicas first-fit on the model's nodes (each grade's
+//! minimums, 110 pods a node) — minus what bindings already hold there in this run
+//! ([`Usage`], Karmada's overcommit protection). CPU counts in milli-CPUs, every other
+//! resource in whole units rounded up, as Karmada's `Value()`.
+
+use std::collections::BTreeMap;
+
+use crate::model::{Amounts, Binding, Cluster, Milli};
+
+/// Pods a model node holds, as Karmada's estimator assumes.
+const MODEL_NODE_PODS: i64 = 110;
+
+/// What bindings hold on one cluster beyond its resource summary: each binding's replicas
+/// there, and their pods and resources summed.
+#[derive(Debug, Clone, Default)]
+pub struct Usage {
+    pub pods: i64,
+    pub amounts: Amounts,
+    /// Binding index -> replicas held.
+    pub held: BTreeMap<usize, i64>,
+}
+
+impl Usage {
+    /// Adds (or, with negative `replicas`, removes) replicas of binding `index`.
+    pub fn add(&mut self, index: usize, b: &Binding, replicas: i64) {
+        if replicas == 0 {
+            return;
+        }
+        let (pods, unit) = b.unit_demand();
+        self.pods = self.pods.saturating_add(pods.saturating_mul(replicas));
+        for (k, v) in unit {
+            match self.amounts.get_mut(k) {
+                Some(a) => *a += v * Milli::from(replicas),
+                None => {
+                    self.amounts.insert(k.clone(), v * Milli::from(replicas));
+                }
+            }
+        }
+        let e = self.held.entry(index).or_default();
+        *e += replicas;
+        if *e == 0 {
+            self.held.remove(&index);
+        }
+    }
+}
+
+pub(crate) fn units_ceil(milli: Milli) -> Milli {
+    milli.div_euclid(1000) + Milli::from(milli.rem_euclid(1000) != 0)
+}
+
+/// The summary estimate for binding `b` on `c`, `None` when the cluster has no resource
+/// summary (Karmada then estimates 0; a `--member` cluster is counted by its nodes alone).
+pub fn summary_estimate(
+    c: &Cluster,
+    usage: &Usage,
+    b: &Binding,
+    bindings: &[Binding],
+) -> Option<i64> {
+    let s = c.summary.as_ref()?;
+    let allowed_pods = s.pods_free - Milli::from(usage.pods);
+    if allowed_pods <= 0 {
+        return Some(0);
+    }
+    let allowed_pods = i64::try_from(allowed_pods).unwrap_or(i64::MAX);
+    let (pods_per_unit, unit) = b.unit_demand();
+    if b.requirements.is_none() && b.components.is_empty() {
+        return Some(allowed_pods);
+    }
+    let by_pods = if pods_per_unit > 0 {
+        allowed_pods / pods_per_unit
+    } else {
+        allowed_pods
+    };
+    if !c.models.is_empty() && !s.modelings.is_empty() {
+        let n = model_estimate(c, usage, unit, bindings, by_pods);
+        return Some(n.min(by_pods));
+    }
+    let mut max = by_pods;
+    for (k, &req) in unit {
+        let cpu = k == "cpu";
+        let req = if cpu { req } else { units_ceil(req) };
+        if req <= 0 {
+            continue;
+        }
+        // A resource the cluster does not have at all: nothing fits.
+        let Some(&base) = s.free.get(k) else {
+            return Some(0);
+        };
+        let left = base - usage.amounts.get(k).copied().unwrap_or(0);
+        let avail = if cpu { left } else { units_ceil(left) };
+        if avail <= 0 {
+            return Some(0);
+        }
+        max = max.min(i64::try_from(avail / req).unwrap_or(i64::MAX));
+    }
+    Some(max)
+}
+
+/// First-fit placement on the resource model's nodes: the replicas bindings hold are placed
+/// first, then as many replicas of `unit` as fit (at most `bound`).
+fn model_estimate(
+    c: &Cluster,
+    usage: &Usage,
+    unit: &Amounts,
+    bindings: &[Binding],
+    bound: i64,
+) -> i64 {
+    let Some(s) = &c.summary else { return 0 };
+    let mut nodes: Vec<(Amounts, i64)> = Vec::new();
+    for (grade, mins) in &c.models {
+        let count = s.modelings.get(grade).copied().unwrap_or(0);
+        for _ in 0..count.min(100_000) {
+            nodes.push((mins.clone(), MODEL_NODE_PODS));
+        }
+    }
+    let fits = |node: &(Amounts, i64), req: &Amounts| -> i64 {
+        let mut n = node.1;
+        for (k, &v) in req {
+            if v <= 0 {
+                continue;
+            }
+            let have = node.0.get(k).copied().unwrap_or(0);
+            n = n.min(i64::try_from(have / v).unwrap_or(i64::MAX));
+        }
+        n.max(0)
+    };
+    let take = |node: &mut (Amounts, i64), req: &Amounts, k: i64| {
+        node.1 -= k;
+        for (r, &v) in req {
+            if let Some(have) = node.0.get_mut(r) {
+                *have -= v * Milli::from(k);
+            }
+        }
+    };
+    for (&index, &replicas) in &usage.held {
+        let (_, held_unit) = bindings[index].unit_demand();
+        let mut left = replicas;
+        for node in nodes.iter_mut() {
+            if left <= 0 {
+                break;
+            }
+            let k = fits(node, held_unit).min(left);
+            take(node, held_unit, k);
+            left -= k;
+        }
+    }
+    let mut total = 0i64;
+    for node in &nodes {
+        total = total.saturating_add(fits(node, unit));
+        if total >= bound {
+            return bound;
+        }
+    }
+    total
+}

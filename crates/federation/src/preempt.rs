@@ -1,0 +1,146 @@
+//! Binding preemption, after Karmada's binding preemption proposal: a binding with
+//! `schedulePriority.preemptionPolicy: PreemptLowerPriority` that cannot be placed may evict
+//! bindings of strictly lower priority from one cluster. On each cluster the preemptor's
+//! placement allows, every candidate victim (lower priority, not suspended, not already
+//! being evicted from there, holding replicas there) is removed; if the preemptor can then be
+//! placed, victims are reprieved one by one — highest priority first, then the oldest, then
+//! by key — each staying when the preemptor still fits with it back. Room is counted as the
+//! estimators count it: from the resource summary (a victim frees its request × its replicas
+//! there) and, for `--member` clusters, node by node with the engine (only the victim's real
+//! pods free room, on the nodes they run on). The cluster chosen is the one with the fewest
+//! victims, then the lowest highest victim priority, then the fewest evicted replicas, then
+//! the name. Victims lose their whole assignment on that cluster and are scheduled again
+//! without it; the preemptor claims the cluster, so no binding of lower or equal priority
+//! takes new replicas there for the rest of the run. Equal priorities never preempt each
+//! other, so two bindings cannot evict each other back and forth. Nothing is evicted unless
+//! the preemptor is placed.
+
+use crate::schedule::State;
+
+/// A preemption decided: the cluster and the victims with the replicas each loses there.
+#[derive(Debug, Clone)]
+pub(crate) struct Decided {
+    pub cluster: usize,
+    pub victims: Vec<(usize, i64)>,
+}
+
+/// The victims of one cluster, or `None` when evicting every candidate does not place the
+/// preemptor. The state is left as it was.
+fn victims_on(state: &mut State, i: usize, c: usize) -> Option<Vec<(usize, i64)>> {
+    let priority = state.fed.bindings[i].priority;
+    let cluster_name = state.fed.clusters[c].name.clone();
+    let mut candidates: Vec<usize> = state.usage[c]
+        .held
+        .iter()
+        .filter(|(j, r)| **r > 0 && **j != i)
+        .map(|(j, _)| *j)
+        .filter(|&j| {
+            let v = &state.fed.bindings[j];
+            v.priority < priority && !v.suspended && !v.eviction_clusters.contains(&cluster_name)
+        })
+        .collect();
+    if candidates.is_empty() {
+        return None;
+    }
+    // Reprieve order: the most important first.
+    candidates.sort_by(|&a, &b| {
+        let (x, y) = (&state.fed.bindings[a], &state.fed.bindings[b]);
+        y.priority
+            .cmp(&x.priority)
+            .then(
+                x.creation
+                    .unwrap_or(i64::MAX)
+                    .cmp(&y.creation.unwrap_or(i64::MAX)),
+            )
+            .then_with(|| x.key.cmp(&y.key))
+    });
+    let mut removed: Vec<(usize, crate::schedule::Evicted)> =
+        candidates.iter().map(|&j| (j, state.evict(j, c))).collect();
+    let fits = state.try_schedule(i).is_ok();
+    let mut victims = Vec::new();
+    if fits {
+        let mut kept = Vec::new();
+        for (j, e) in removed.drain(..) {
+            let replicas = e.replicas;
+            state.restore(j, c, e);
+            if state.try_schedule(i).is_ok() {
+                kept.push(j);
+            } else {
+                let again = state.evict(j, c);
+                victims.push((j, replicas, again));
+            }
+        }
+        let _ = kept;
+    }
+    // Put everything back: the caller commits the chosen cluster's evictions.
+    for (j, e) in removed {
+        state.restore(j, c, e);
+    }
+    state.trial = None;
+    let out: Vec<(usize, i64)> = victims.iter().map(|(j, r, _)| (*j, *r)).collect();
+    for (j, _, e) in victims {
+        state.restore(j, c, e);
+    }
+    (fits && !out.is_empty()).then_some(out)
+}
+
+/// Tries to make room for binding `i`; on success the victims are evicted, marked as being
+/// evicted from the cluster, their placement there dropped, and the cluster claimed. The
+/// caller schedules the preemptor and the victims again.
+pub(crate) fn preempt(state: &mut State, i: usize) -> Option<Decided> {
+    let b = &state.fed.bindings[i];
+    if !b.preempts || b.suspended || !b.is_workload() {
+        return None;
+    }
+    let terms = b.placement.cluster_affinities.len().max(1);
+    let mut best: Option<(usize, i64, i64, String, Decided)> = None;
+    // ClusterAffinities are tried term by term: the first term with any way to make room.
+    for term in 0..terms {
+        let (feasible, _) = state.feasible(i, term);
+        for c in feasible {
+            let Some(victims) = victims_on(state, i, c) else {
+                continue;
+            };
+            let highest = victims
+                .iter()
+                .map(|(j, _)| state.fed.bindings[*j].priority)
+                .max()
+                .unwrap_or(i64::MIN);
+            let evicted: i64 = victims.iter().map(|(_, r)| r).sum();
+            let name = state.fed.clusters[c].name.clone();
+            let key = (victims.len(), highest, evicted, name);
+            let better = match &best {
+                None => true,
+                Some((n, h, e, m, _)) => key < (*n, *h, *e, m.clone()),
+            };
+            if better {
+                best = Some((
+                    key.0,
+                    key.1,
+                    key.2,
+                    key.3,
+                    Decided {
+                        cluster: c,
+                        victims,
+                    },
+                ));
+            }
+        }
+        if best.is_some() {
+            break;
+        }
+    }
+    let (_, _, _, _, decided) = best?;
+    let c = decided.cluster;
+    let cluster_name = state.fed.clusters[c].name.clone();
+    for (j, _) in &decided.victims {
+        let _ = state.evict(*j, c);
+        let v = &mut state.fed.bindings[*j];
+        v.clusters.retain(|(n, _)| n != &cluster_name);
+        v.eviction_clusters.insert(cluster_name.clone());
+        v.needs_scheduling = true;
+    }
+    let priority = state.fed.bindings[i].priority;
+    state.claims.insert(c, (priority, i));
+    Some(decided)
+}

@@ -1,0 +1,519 @@
+//! One run over a federation: the bindings Karmada would schedule are taken in priority
+//! order (then creation time, then key), each is filtered, scored, estimated, selected and
+//! assigned as Karmada's scheduler does, and its placement is assumed before the next binding
+//! (overcommit protection); a binding that does not fit and may preempt makes room on one
+//! cluster (`preempt.rs`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use lockstep_manifests::Source;
+use serde::Serialize;
+
+use crate::divide::{self, Candidate, Dynamic};
+use crate::error::FederationError;
+use crate::estimate::{Usage, summary_estimate};
+use crate::filter;
+use crate::member::Member;
+use crate::model::{Binding, Federation, Strategy};
+use crate::spread::{self, Scored};
+
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Whether bindings with `preemptionPolicy: PreemptLowerPriority` may preempt.
+    pub preemption: bool,
+    /// `--member CLUSTER=PATH`: member clusters whose manifests are known.
+    pub members: Vec<(String, Vec<Source>)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TargetReplicas {
+    pub name: String,
+    pub replicas: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Placed {
+    pub binding: String,
+    pub clusters: Vec<TargetReplicas>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Preemption {
+    pub binding: String,
+    pub cluster: String,
+    pub preemptor: String,
+    pub replicas: i64,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unschedulable {
+    pub binding: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EstimateRecord {
+    pub binding: String,
+    pub cluster: String,
+    pub replicas: i64,
+    /// `summary` or `member`: which estimator gave the (smaller) number.
+    pub source: &'static str,
+}
+
+/// The outcome of a run, in the `federate` contract's shape.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Decisions {
+    pub placements: Vec<Placed>,
+    pub preemptions: Vec<Preemption>,
+    pub unschedulable: Vec<Unschedulable>,
+    pub unchanged: Vec<Placed>,
+    pub estimates: Vec<EstimateRecord>,
+}
+
+/// The state a run changes: bindings' assignments, what they hold on each cluster, member
+/// clusters' pods, and preemption claims.
+#[derive(Debug, Clone)]
+pub(crate) struct State {
+    pub fed: Federation,
+    /// Per cluster (index into `fed.clusters`).
+    pub usage: Vec<Usage>,
+    pub members: BTreeMap<usize, Member>,
+    /// Cluster -> (priority, binding) of the preemptor holding the room freed there.
+    pub claims: BTreeMap<usize, (i64, usize)>,
+    /// Estimates of the latest scheduling attempt of each binding: (cluster, replicas,
+    /// source) in cluster order.
+    pub estimates: Vec<Vec<(usize, i64, &'static str)>>,
+    pub recording: bool,
+    /// While preemption tries binding `.0` against changes on cluster `.1` only, the
+    /// estimates of every other cluster stay as they are: kept here per cluster.
+    pub trial: Option<Trial>,
+}
+
+/// Schedules a federation: see the module documentation and README's federation section.
+pub fn schedule(fed: &Federation, options: &Options) -> Result<Decisions, FederationError> {
+    let mut state = State::new(fed.clone(), options)?;
+    let mut queue: BTreeSet<(i64, i64, String, usize)> = BTreeSet::new();
+    let order = |b: &Binding, i: usize| {
+        (
+            -b.priority,
+            b.creation.unwrap_or(i64::MAX),
+            b.key.clone(),
+            i,
+        )
+    };
+    for (i, b) in state.fed.bindings.iter().enumerate() {
+        if b.needs_scheduling && !b.suspended {
+            queue.insert(order(b, i));
+        }
+    }
+    let mut outcome: BTreeMap<usize, Result<(), String>> = BTreeMap::new();
+    let mut preemptions = Vec::new();
+    while let Some(entry) = queue.pop_first() {
+        let i = entry.3;
+        state.recording = true;
+        state.estimates[i].clear();
+        let result = state.try_schedule(i);
+        state.recording = false;
+        match result {
+            Ok(assignment) => {
+                state.place(i, assignment);
+                outcome.insert(i, Ok(()));
+            }
+            Err(message) => {
+                let preempted = if options.preemption {
+                    crate::preempt::preempt(&mut state, i)
+                } else {
+                    None
+                };
+                match preempted {
+                    None => {
+                        outcome.insert(i, Err(message));
+                    }
+                    Some(done) => {
+                        let preemptor = state.fed.bindings[i].key.clone();
+                        for (j, replicas) in &done.victims {
+                            let victim = &mut state.fed.bindings[*j];
+                            preemptions.push(Preemption {
+                                binding: victim.key.clone(),
+                                cluster: state.fed.clusters[done.cluster].name.clone(),
+                                preemptor: preemptor.clone(),
+                                replicas: *replicas,
+                                reason: "BindingPreempted".into(),
+                            });
+                            queue.insert(order(victim, *j));
+                        }
+                        state.recording = true;
+                        state.estimates[i].clear();
+                        let again = state.try_schedule(i);
+                        state.recording = false;
+                        match again {
+                            Ok(a) => {
+                                state.place(i, a);
+                                outcome.insert(i, Ok(()));
+                            }
+                            // Cannot happen: the preemption was tried on this very state.
+                            Err(m) => {
+                                outcome.insert(i, Err(m));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut d = Decisions {
+        preemptions,
+        ..Decisions::default()
+    };
+    for (i, b) in state.fed.bindings.iter().enumerate() {
+        let mut clusters: Vec<TargetReplicas> = b
+            .clusters
+            .iter()
+            .map(|(n, r)| TargetReplicas {
+                name: n.clone(),
+                replicas: *r,
+            })
+            .collect();
+        clusters.sort_by(|a, b| a.name.cmp(&b.name));
+        let placed = Placed {
+            binding: b.key.clone(),
+            clusters,
+        };
+        match outcome.get(&i) {
+            None => d.unchanged.push(placed),
+            Some(Ok(())) => d.placements.push(placed),
+            Some(Err(m)) => d.unschedulable.push(Unschedulable {
+                binding: b.key.clone(),
+                message: m.clone(),
+            }),
+        }
+    }
+    // Bindings by key and clusters by index (name order): the list comes out sorted.
+    let mut by_key: Vec<usize> = (0..state.fed.bindings.len()).collect();
+    by_key.sort_by(|a, b| state.fed.bindings[*a].key.cmp(&state.fed.bindings[*b].key));
+    for b in by_key {
+        // One attempt records each feasible cluster once, in index order.
+        for &(c, replicas, source) in &state.estimates[b] {
+            d.estimates.push(EstimateRecord {
+                binding: state.fed.bindings[b].key.clone(),
+                cluster: state.fed.clusters[c].name.clone(),
+                replicas,
+                source,
+            });
+        }
+    }
+    d.placements.sort_by(|a, b| a.binding.cmp(&b.binding));
+    d.unchanged.sort_by(|a, b| a.binding.cmp(&b.binding));
+    d.unschedulable.sort_by(|a, b| a.binding.cmp(&b.binding));
+    d.preemptions
+        .sort_by(|a, b| (&a.binding, &a.cluster).cmp(&(&b.binding, &b.cluster)));
+    Ok(d)
+}
+
+impl State {
+    pub fn new(fed: Federation, options: &Options) -> Result<State, FederationError> {
+        let mut usage = vec![Usage::default(); fed.clusters.len()];
+        for (i, b) in fed.bindings.iter().enumerate() {
+            for (name, r) in &b.clusters {
+                if let Ok(c) = fed.clusters.binary_search_by(|c| c.name.as_str().cmp(name)) {
+                    usage[c].add(i, b, *r);
+                }
+            }
+        }
+        let n = fed.bindings.len();
+        let mut members = BTreeMap::new();
+        for (name, sources) in &options.members {
+            let Ok(c) = fed.clusters.binary_search_by(|c| c.name.as_str().cmp(name)) else {
+                let known: Vec<&str> = fed.clusters.iter().map(|c| c.name.as_str()).collect();
+                return Err(FederationError::Member {
+                    cluster: name.clone(),
+                    message: format!(
+                        "no Cluster named {name:?} in the input (clusters: {}); give a Cluster \
+                         object for it or fix the name",
+                        if known.is_empty() {
+                            "none".to_string()
+                        } else {
+                            known.join(", ")
+                        }
+                    ),
+                });
+            };
+            if members.contains_key(&c) {
+                return Err(FederationError::Member {
+                    cluster: name.clone(),
+                    message: "given twice; give each member cluster once".into(),
+                });
+            }
+            members.insert(c, Member::load(name, sources, &fed.bindings)?);
+        }
+        Ok(State {
+            fed,
+            usage,
+            members,
+            claims: BTreeMap::new(),
+            estimates: vec![Vec::new(); n],
+            recording: false,
+            trial: None,
+        })
+    }
+
+    /// Replicas of binding `i` cluster `c` can take now (Karmada's AllocatableReplicas).
+    pub fn estimate(&mut self, i: usize, c: usize) -> i64 {
+        let (replicas, source) = match &mut self.trial {
+            Some((b, changing, cache)) if *b == i && *changing != c => match cache[c] {
+                Some(known) => known,
+                None => {
+                    let known = self.estimate_with_source(i, c);
+                    if let Some((_, _, cache)) = &mut self.trial {
+                        cache[c] = Some(known);
+                    }
+                    known
+                }
+            },
+            _ => self.estimate_with_source(i, c),
+        };
+        if self.recording && self.fed.bindings[i].is_workload() {
+            self.estimates[i].push((c, replicas, source));
+        }
+        replicas
+    }
+
+    fn estimate_with_source(&self, i: usize, c: usize) -> (i64, &'static str) {
+        let b = &self.fed.bindings[i];
+        let cluster = &self.fed.clusters[c];
+        let from_member = self.members.contains_key(&c);
+        let source = if from_member { "member" } else { "summary" };
+        if !b.is_workload() {
+            return (b.replicas, source);
+        }
+        if !cluster.ready {
+            return (0, source);
+        }
+        if let Some(&(priority, holder)) = self.claims.get(&c)
+            && holder != i
+            && b.priority <= priority
+        {
+            return (0, source);
+        }
+        let summary = summary_estimate(cluster, &self.usage[c], b, &self.fed.bindings);
+        let member = self.members.get(&c).and_then(|m| {
+            // Component sets are counted by the summary only.
+            b.components.is_empty().then(|| m.estimate(i))
+        });
+        let (replicas, source) = match (summary, member) {
+            (Some(s), Some(m)) if m <= s => (m, "member"),
+            (Some(s), _) => (s, "summary"),
+            (None, Some(m)) => (m, "member"),
+            (None, None) => (0, "summary"),
+        };
+        (replicas.min(i64::from(i32::MAX)), source)
+    }
+
+    /// Schedules binding `i` against the current state without changing it: its new
+    /// assignment, or why it cannot be placed (Karmada's message). ClusterAffinities terms
+    /// are tried in order from the observed one (the first under a fresh reschedule); the
+    /// first term's error is reported when none fits.
+    pub fn try_schedule(&mut self, i: usize) -> Result<Vec<(String, i64)>, String> {
+        let b = &self.fed.bindings[i];
+        let terms = b.placement.cluster_affinities.len();
+        if terms == 0 {
+            return self.attempt(i, 0);
+        }
+        let start = if b.fresh {
+            0
+        } else {
+            b.placement
+                .cluster_affinities
+                .iter()
+                .position(|t| t.affinity_name == b.observed_affinity)
+                .unwrap_or(0)
+        };
+        let mut first = None;
+        for t in start..terms {
+            match self.attempt(i, t) {
+                Ok(a) => return Ok(a),
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        Err(first.unwrap_or_default())
+    }
+
+    /// The clusters binding `i` may use under affinity term `term`, and the reasons of the
+    /// others.
+    pub fn feasible(&self, i: usize, term: usize) -> (Vec<usize>, Vec<String>) {
+        let b = &self.fed.bindings[i];
+        let affinities = filter::affinities(b, term);
+        let mut ok = Vec::new();
+        let mut reasons = Vec::new();
+        for (c, cluster) in self.fed.clusters.iter().enumerate() {
+            let pass = filter::passes(b, cluster, &affinities);
+            debug_assert_eq!(pass, filter::filter(b, cluster, &affinities).is_ok());
+            if pass {
+                ok.push(c);
+            }
+        }
+        // Reasons are only shown when no cluster fits.
+        if ok.is_empty() {
+            for cluster in &self.fed.clusters {
+                if let Err(r) = filter::filter(b, cluster, &affinities) {
+                    reasons.push(r);
+                }
+            }
+        }
+        (ok, reasons)
+    }
+
+    fn attempt(&mut self, i: usize, term: usize) -> Result<Vec<(String, i64)>, String> {
+        if self.recording {
+            // The estimates reported are those of the last affinity term tried.
+            self.estimates[i].clear();
+        }
+        let (feasible, reasons) = self.feasible(i, term);
+        if feasible.is_empty() {
+            return Err(filter::fit_error(self.fed.clusters.len(), &reasons));
+        }
+        let mut scored = Vec::with_capacity(feasible.len());
+        for &c in &feasible {
+            let allocatable = self.estimate(i, c);
+            let b = &self.fed.bindings[i];
+            let cluster = &self.fed.clusters[c];
+            scored.push(Scored {
+                index: c,
+                score: filter::score(b, cluster),
+                available: allocatable + b.assigned(&cluster.name),
+                allocatable,
+            });
+        }
+        spread::sort(&mut scored);
+        let b = &self.fed.bindings[i];
+        let need = if b.components.len() > 1 {
+            1
+        } else {
+            b.replicas
+        };
+        let selected = spread::select(b, &scored, &self.fed.clusters, need)?;
+        if selected.is_empty() {
+            return Err("no clusters available to schedule".into());
+        }
+        let candidates: Vec<Candidate> = selected
+            .iter()
+            .map(|s| Candidate {
+                name: self.fed.clusters[s.index].name.as_str(),
+                available: s.available,
+                allocatable: s.allocatable,
+            })
+            .collect();
+        if !((b.replicas > 0 || b.requirements.is_some()) && b.components.len() <= 1) {
+            // Non-workloads and multi-component bindings go to every selected cluster
+            // whole (one component set each).
+            let each = i64::from(b.components.len() > 1);
+            return Ok(candidates
+                .iter()
+                .map(|c| (c.name.to_string(), each))
+                .collect());
+        }
+        let descending = divide::names_descending(&b.uid);
+        Ok(match b.strategy {
+            Strategy::Duplicated => divide::duplicated(&candidates, b.replicas),
+            Strategy::StaticWeight => {
+                let weights: Vec<(String, i64)> = selected
+                    .iter()
+                    .map(|s| {
+                        let cluster = &self.fed.clusters[s.index];
+                        let w = b
+                            .static_weights
+                            .iter()
+                            .filter(|r| filter::cluster_matches(cluster, &r.target_cluster))
+                            .map(|r| r.weight)
+                            .max()
+                            .unwrap_or(0);
+                        (cluster.name.clone(), w)
+                    })
+                    .collect();
+                divide::static_weight(&candidates, &weights, b.replicas, descending)
+            }
+            Strategy::Aggregated | Strategy::DynamicWeight => {
+                let kind = if b.strategy == Strategy::Aggregated {
+                    Dynamic::Aggregated
+                } else {
+                    Dynamic::Weighted
+                };
+                divide::dynamic(
+                    kind,
+                    &candidates,
+                    &b.clusters,
+                    b.replicas,
+                    b.fresh,
+                    descending,
+                )?
+            }
+        })
+    }
+
+    /// Makes `assignment` binding `i`'s placement: what it holds on each cluster changes
+    /// by the difference.
+    pub fn place(&mut self, i: usize, assignment: Vec<(String, i64)>) {
+        let old = std::mem::take(&mut self.fed.bindings[i].clusters);
+        let mut names: BTreeSet<&str> = old.iter().map(|(n, _)| n.as_str()).collect();
+        names.extend(assignment.iter().map(|(n, _)| n.as_str()));
+        let get = |list: &[(String, i64)], n: &str| {
+            list.iter()
+                .filter(|(m, _)| m == n)
+                .map(|(_, r)| *r)
+                .sum::<i64>()
+        };
+        for name in names {
+            let delta = get(&assignment, name) - get(&old, name);
+            if delta == 0 {
+                continue;
+            }
+            let Ok(c) = self
+                .fed
+                .clusters
+                .binary_search_by(|c| c.name.as_str().cmp(name))
+            else {
+                continue;
+            };
+            self.usage[c].add(i, &self.fed.bindings[i], delta);
+            if let Some(m) = self.members.get_mut(&c) {
+                if delta > 0 {
+                    m.add(i, delta);
+                } else {
+                    m.remove(i, -delta);
+                }
+            }
+        }
+        self.fed.bindings[i].clusters = assignment;
+    }
+
+    /// Takes binding `j` off cluster `c` entirely (the whole of its replicas there); returns
+    /// the replicas removed and what the member held, for [`State::restore`].
+    pub fn evict(&mut self, j: usize, c: usize) -> Evicted {
+        let replicas = self.usage[c].held.get(&j).copied().unwrap_or(0);
+        self.usage[c].add(j, &self.fed.bindings[j], -replicas);
+        let member = self.members.get_mut(&c).map(|m| m.take(j));
+        Evicted { replicas, member }
+    }
+
+    /// Undoes [`State::evict`].
+    pub fn restore(&mut self, j: usize, c: usize, e: Evicted) {
+        self.usage[c].add(j, &self.fed.bindings[j], e.replicas);
+        if let (Some(m), Some(held)) = (self.members.get_mut(&c), e.member) {
+            m.give_back(j, held);
+        }
+    }
+}
+
+/// Preemption's trial of binding `.0` on cluster `.1`: estimates of the other clusters, by
+/// cluster index, once computed.
+pub(crate) type Trial = (usize, usize, Vec<Option<(i64, &'static str)>>);
+
+/// What [`State::evict`] removed.
+#[derive(Debug)]
+pub(crate) struct Evicted {
+    pub replicas: i64,
+    pub member: Option<crate::member::Held>,
+}
