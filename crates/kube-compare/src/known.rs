@@ -14,8 +14,9 @@ pub struct Known {
     /// `namespace/name`; `None`: every differing decision of the case.
     pub pod: Option<&'static str>,
     pub reason: &'static str,
-    /// A tie kube-scheduler breaks at random: the two agree on some runs, so the entry is
-    /// not stale when they do.
+    /// A tie kube-scheduler breaks at random (equal scores, equally good placements or
+    /// preemption candidates): the two agree on some runs, so the entry is not stale when
+    /// they do.
     pub random_tie: bool,
 }
 
@@ -53,7 +54,7 @@ pub const KNOWN: &[Known] = &[
         case: "preempt-least-overage",
         pod: None,
         reason: GANG_PREEMPTION,
-        random_tie: false,
+        random_tie: true,
     },
     Known {
         case: "preempt-pair-fallback",
@@ -83,7 +84,7 @@ pub const KNOWN: &[Known] = &[
         case: "preempt-tie-score-then-name",
         pod: None,
         reason: GANG_PREEMPTION,
-        random_tie: false,
+        random_tie: true,
     },
     Known {
         case: "dra-generated-claim-preemption",
