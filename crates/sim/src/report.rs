@@ -514,7 +514,10 @@ const DASHES: [&str; 4] = ["", "9 4", "2 3", "12 3 3 3"];
 /// The colour and dash pattern of line `i` of a chart: every line of a chart with up to
 /// 32 lines looks different, and a policy keeps its look across charts (its index).
 fn line_style(i: usize) -> (&'static str, &'static str) {
-    (PALETTE[i % PALETTE.len()], DASHES[(i + i / PALETTE.len()) % DASHES.len()])
+    (
+        PALETTE[i % PALETTE.len()],
+        DASHES[(i + i / PALETTE.len()) % DASHES.len()],
+    )
 }
 
 struct Line {
