@@ -72,10 +72,18 @@ fn split<'a>(docs: &[&'a str], order: &[usize], files: usize) -> Vec<Vec<&'a str
 fn check_order_independent(docs: &[String], keys: &[u8], files: usize, gang_preemption: &str) {
     let dir = tempdir();
     let docs: Vec<&str> = docs.iter().map(String::as_str).collect();
-    let natural = schedule(&dir.join("natural"), &[docs.clone()], gang_preemption);
+    let natural = schedule(
+        &dir.join("natural"),
+        std::slice::from_ref(&docs),
+        gang_preemption,
+    );
     let mut reversed = docs.clone();
     reversed.reverse();
-    let backwards = schedule(&dir.join("reversed"), &[reversed.clone()], gang_preemption);
+    let backwards = schedule(
+        &dir.join("reversed"),
+        std::slice::from_ref(&reversed),
+        gang_preemption,
+    );
     let order = permutation(docs.len(), keys);
     let parts = split(&docs, &order, files);
     let shuffled = schedule(&dir.join("shuffled"), &parts, gang_preemption);
@@ -178,4 +186,67 @@ fn a_contested_claim_of_running_pods_goes_by_pod_name() {
     check_fixed(&[
         GPU_CLASS, &na, &sa, &nb, &sb, claim, template, &a, &b, pending,
     ]);
+}
+
+fn node(name: &str, rack: &str, cpu: u32, memory: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Node\nmetadata: {{name: {name}, labels: {{kubernetes.io/hostname: {name}, topology.kubernetes.io/rack: {rack}}}}}\nstatus: {{allocatable: {{cpu: \"{cpu}\", memory: {memory}, pods: \"110\"}}}}\n"
+    )
+}
+
+fn pod(name: &str, extra: &str, cpu: u32, memory: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: ml}}\nspec:\n{extra}  containers:\n  - {{name: w, image: w, resources: {{requests: {{cpu: \"{cpu}\", memory: {memory}}}}}}}\n"
+    )
+}
+
+const GANG_OF_TWO: &str = "apiVersion: scheduling.k8s.io/v1beta1\nkind: PodGroup\nmetadata: {name: g, namespace: ml}\nspec:\n  priority: 1000\n  schedulingPolicy:\n    gang: {minCount: 2}\n";
+
+/// A gang of two whole-node pods needs two of three equivalent running pods evicted: no
+/// single victim is enough, and the three pairs tie on every part of the objective. The
+/// pair goes by the victims' names (ml/a and ml/b), not by their input positions.
+#[test]
+fn equivalent_victim_pairs_go_by_name() {
+    let nodes: Vec<String> = ["n0", "n1", "n2"]
+        .iter()
+        .map(|n| node(n, "r", 4, "16Gi"))
+        .collect();
+    let running: Vec<String> = [("a", "n0"), ("b", "n1"), ("c", "n2")]
+        .iter()
+        .map(|(p, n)| {
+            pod(p, &format!("  nodeName: {n}\n  priority: 10\n"), 4, "1Gi")
+                + "status: {phase: Running}\n"
+        })
+        .collect();
+    let member = |name: &str| {
+        pod(
+            name,
+            "  priority: 1000\n  schedulingGroup: {podGroupName: g}\n",
+            4,
+            "1Gi",
+        )
+    };
+    let (g0, g1) = (member("g-0"), member("g-1"));
+    let mut docs: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    docs.extend(running.iter().map(String::as_str));
+    docs.extend([GANG_OF_TWO, &g0, &g1]);
+    check_fixed(&docs);
+}
+
+/// A gang with minCount 1 of two pods with the same dominant share (2 of 12 cpu) but
+/// different memory (8Gi and 1Gi of 64Gi): the demand a rack must hold is the pod that
+/// comes first among equal shares. g-big first: rack-a (3Gi) cannot hold it, the gang goes
+/// to rack-b; g-small first: rack-a is the tightest rack and g-small is bound there. Members
+/// are in name order (g-big), whatever their input order.
+#[test]
+fn a_gang_domain_does_not_depend_on_member_order() {
+    let docs = [
+        node("a-0", "rack-a", 4, "3Gi"),
+        node("b-0", "rack-b", 8, "61Gi"),
+        "apiVersion: scheduling.k8s.io/v1beta1\nkind: PodGroup\nmetadata: {name: g, namespace: ml}\nspec:\n  schedulingPolicy:\n    gang: {minCount: 1}\n  schedulingConstraints:\n    topology:\n    - key: topology.kubernetes.io/rack\n".to_string(),
+        pod("g-big", "  schedulingGroup: {podGroupName: g}\n", 2, "8Gi"),
+        pod("g-small", "  schedulingGroup: {podGroupName: g}\n", 2, "1Gi"),
+    ];
+    let docs: Vec<&str> = docs.iter().map(String::as_str).collect();
+    check_fixed(&docs);
 }

@@ -1,3 +1,4 @@
+#![allow(dead_code)] // each user reads only part of it
 //! Random small clusters as Kubernetes manifests, one YAML document per object, driven by a
 //! stream of bytes: each decision reads the next byte, and a missing byte reads as 0, which
 //! always means "fewer" or "without". A shorter or smaller stream therefore gives a smaller
@@ -75,12 +76,17 @@ struct NodeSpec {
 #[derive(Clone, Copy)]
 struct Shape {
     cpu: u32,
+    memory_gi: u32,
     gpus: u32,
     claim: Option<&'static str>,
 }
 
-fn shape(c: &mut Choices, dra: bool) -> Shape {
-    let cpu = [1, 2, 1, 4][c.below(4)];
+fn shape(c: &mut Choices, dra: bool, uniform: bool) -> Shape {
+    let (cpu, memory_gi) = if uniform {
+        ([4, 2][c.below(2)], 1)
+    } else {
+        ([1, 2, 1, 4][c.below(4)], [1, 4, 1, 8][c.below(4)])
+    };
     let gpus = if c.chance(25) {
         1 + c.below(2) as u32
     } else {
@@ -91,7 +97,12 @@ fn shape(c: &mut Choices, dra: bool) -> Shape {
     } else {
         None
     };
-    Shape { cpu, gpus, claim }
+    Shape {
+        cpu,
+        memory_gi,
+        gpus,
+        claim,
+    }
 }
 
 /// The documents of one random cluster, in a natural order (kinds grouped, names
@@ -109,6 +120,8 @@ pub fn cluster(c: &mut Choices) -> (Vec<String>, Facts) {
             .to_string(),
     );
     let dra = c.chance(50);
+    // Uniform clusters (every node 4 cpu, pods of half or a whole node) tie everywhere.
+    let uniform = c.chance(40);
     let num_nodes = 2 + c.below(5);
     let racks = 1 + c.below(3);
     let mut nodes = Vec::new();
@@ -116,7 +129,11 @@ pub fn cluster(c: &mut Choices) -> (Vec<String>, Facts) {
         let name = format!("node-{i}");
         let rack = i % racks;
         let zone = rack % 2;
-        let cpu = [4, 8, 4, 2][c.below(4)];
+        let (cpu, memory) = if uniform {
+            (4, 16)
+        } else {
+            ([4, 8, 4, 2][c.below(4)], [32, 16, 8, 64][c.below(4)])
+        };
         let gpus = if c.chance(40) { [2, 4][c.below(2)] } else { 0 };
         let gpu_line = if gpus > 0 {
             format!(", nvidia.com/gpu: \"{gpus}\"")
@@ -124,7 +141,7 @@ pub fn cluster(c: &mut Choices) -> (Vec<String>, Facts) {
             String::new()
         };
         docs.push(format!(
-            "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels: {{kubernetes.io/hostname: {name}, topology.kubernetes.io/rack: rack-{rack}, topology.kubernetes.io/zone: zone-{zone}}}\nstatus: {{allocatable: {{cpu: \"{cpu}\", memory: 32Gi, pods: \"110\"{gpu_line}}}}}\n"
+            "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels: {{kubernetes.io/hostname: {name}, topology.kubernetes.io/rack: rack-{rack}, topology.kubernetes.io/zone: zone-{zone}}}\nstatus: {{allocatable: {{cpu: \"{cpu}\", memory: {memory}Gi, pods: \"110\"{gpu_line}}}}}\n"
         ));
         let (devices, shared_device) = if dra && c.chance(60) {
             (1 + c.below(3) as u32, c.chance(40))
@@ -222,14 +239,14 @@ pub fn cluster(c: &mut Choices) -> (Vec<String>, Facts) {
         facts
             .gangs
             .push((format!("{NAMESPACE}/{name}"), min as u32));
-        let member_shape = shape(c, dra);
+        let member_shapes = [shape(c, dra, uniform), shape(c, dra, uniform)];
         // A group runs already (all of it, on random nodes) or is pending.
         let running = c.chance(40);
         for m in 0..size {
             let pod = PodSpec {
                 name: format!("{name}-{m}"),
                 class,
-                shape: member_shape,
+                shape: member_shapes[usize::from(m > 0 && c.chance(40))],
                 group: Some(name.clone()),
                 node: running.then(|| nodes[c.below(nodes.len())].name.clone()),
                 start: running.then(|| START_TIMES[c.below(2)]),
@@ -242,7 +259,7 @@ pub fn cluster(c: &mut Choices) -> (Vec<String>, Facts) {
     }
     // Pods outside any group.
     let num_pods = c.below(9);
-    let shapes = [shape(c, dra), shape(c, dra)];
+    let shapes = [shape(c, dra, uniform), shape(c, dra, uniform)];
     for p in 0..num_pods {
         let running = c.chance(50);
         let class = if c.chance(10) {
@@ -309,7 +326,10 @@ impl PodSpec {
                 self.app
             );
         }
-        let mut requests = format!("cpu: \"{}\", memory: 1Gi", self.shape.cpu);
+        let mut requests = format!(
+            "cpu: \"{}\", memory: {}Gi",
+            self.shape.cpu, self.shape.memory_gi
+        );
         if self.shape.gpus > 0 {
             requests += &format!(", nvidia.com/gpu: \"{}\"", self.shape.gpus);
         }
