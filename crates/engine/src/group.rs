@@ -62,8 +62,12 @@ pub struct GroupIndex {
     group_ids: HashMap<String, HashMap<String, usize>>,
     /// Each pod's PodGroup index, when it names one that exists.
     pod_group: Vec<Option<u32>>,
-    /// Every pod of the cluster naming each PodGroup.
+    /// Every pod of the cluster naming each PodGroup, in name order.
     members: Vec<Vec<PodId>>,
+    /// The position of each pod and each PodGroup in one order by (namespace, name), a pod
+    /// before a PodGroup of the same name: ties between preemption victim units go by it.
+    pod_rank: Vec<u32>,
+    group_rank: Vec<u32>,
 }
 
 impl GroupIndex {
@@ -131,7 +135,62 @@ impl GroupIndex {
             idx.pod_group[i] = Some(g as u32);
             idx.members[g].push(PodId(i as u32));
         }
+        // Everything derived from these lists (pending and bound members, demands, victim
+        // lists) is in name order, never in input order.
+        let pod_name = |p: &PodId| {
+            let pod = &cluster.pods[p.index()];
+            (pod.namespace.as_str(), pod.name.as_str())
+        };
+        for m in &mut idx.members {
+            m.sort_by(|a, b| pod_name(a).cmp(&pod_name(b)));
+        }
+        let group_name = |g: &usize| {
+            let pg = &cluster.pod_groups[*g];
+            (pg.namespace.as_str(), pg.name.as_str())
+        };
+        let composite_name = |c: &usize| {
+            let cpg = &cluster.composite_pod_groups[*c];
+            (cpg.namespace.as_str(), cpg.name.as_str())
+        };
+        for c in &mut idx.composites {
+            c.groups.sort_by(|a, b| group_name(a).cmp(&group_name(b)));
+            c.composites
+                .sort_by(|a, b| composite_name(a).cmp(&composite_name(b)));
+        }
+        let mut names: Vec<(&str, &str, bool, usize)> = cluster
+            .pods
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.namespace.as_str(), p.name.as_str(), false, i))
+            .chain(
+                cluster
+                    .pod_groups
+                    .iter()
+                    .enumerate()
+                    .map(|(i, g)| (g.namespace.as_str(), g.name.as_str(), true, i)),
+            )
+            .collect();
+        names.sort_unstable();
+        idx.pod_rank = vec![0; cluster.pods.len()];
+        idx.group_rank = vec![0; cluster.pod_groups.len()];
+        for (rank, &(_, _, group, i)) in names.iter().enumerate() {
+            if group {
+                idx.group_rank[i] = rank as u32;
+            } else {
+                idx.pod_rank[i] = rank as u32;
+            }
+        }
         idx
+    }
+
+    /// A pod's position in the name order of pods and PodGroups.
+    pub fn pod_rank(&self, pod: PodId) -> u32 {
+        self.pod_rank[pod.index()]
+    }
+
+    /// A PodGroup's position in the name order of pods and PodGroups.
+    pub fn group_rank(&self, g: usize) -> u32 {
+        self.group_rank[g]
     }
 
     /// Fills which members are pending (and scheduled by this run) and which hold a node,

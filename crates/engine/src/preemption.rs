@@ -90,6 +90,17 @@ pub struct Eviction {
     pub reason: String,
 }
 
+/// A victim unit with its position in the name order of pods and PodGroups, which orders
+/// units wherever they tie.
+type UnitKey = (u32, VictimUnit);
+
+fn unit_rank(index: &GroupIndex, u: VictimUnit) -> u32 {
+    match u {
+        VictimUnit::Pod(p) => index.pod_rank(p),
+        VictimUnit::Group(g) => index.group_rank(g),
+    }
+}
+
 /// What a victim pod belongs to for counting disruptions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum VictimUnit {
@@ -246,10 +257,12 @@ impl<'c> Scheduler<'c> {
                 }
             }
         }
-        let list: Vec<PodId> = (0..info.len())
+        // In name order, so that every list of victims built from it is too.
+        let mut list: Vec<PodId> = (0..info.len())
             .filter(|&i| info[i].is_some())
             .map(|i| PodId(i as u32))
             .collect();
+        list.sort_by_key(|p| index.pod_rank(*p));
         let budgets = cluster
             .pod_disruption_budgets
             .iter()
@@ -439,14 +452,15 @@ impl<'c> Scheduler<'c> {
             return None;
         }
         let room = self.nodes_with_room(pending);
-        // Units and their pods.
-        let mut units: BTreeMap<VictimUnit, Vec<PodId>> = BTreeMap::new();
+        // Units and their pods, in name order of the units (never input order).
+        let mut units: BTreeMap<UnitKey, Vec<PodId>> = BTreeMap::new();
         for &p in &victims.list {
-            units.entry(victims.at(p).unit).or_default().push(p);
+            let u = victims.at(p).unit;
+            units.entry((unit_rank(index, u), u)).or_default().push(p);
         }
         // One unit: candidates cheapest first by what the whole unit would cost; at most
         // MAX_SINGLE_UNITS that fit are minimised and compared.
-        let mut singles: Vec<(Choice, VictimUnit)> = units
+        let mut singles: Vec<(Choice, UnitKey)> = units
             .iter()
             .filter(|(_, pods)| self.could_free_enough(pending, pods, &room))
             .map(|(u, pods)| (self.choice(&victims, pods.clone()), *u))
@@ -468,7 +482,7 @@ impl<'c> Scheduler<'c> {
             };
             fitting += 1;
             let choice = self.minimise(index, unit, &victims, whole_unit.pods, &room);
-            let name = self.unit_name(index, u);
+            let name = self.unit_name(index, u.1);
             let better = match &best {
                 None => true,
                 Some((b, bs, bn)) => {
@@ -491,7 +505,7 @@ impl<'c> Scheduler<'c> {
         // Two units, exhaustively, when there are few enough candidates: the best pair by the
         // objective (checked cheapest first, so most pairs are never placed).
         if units.len() <= MAX_UNITS_FOR_PAIRS {
-            let keys: Vec<VictimUnit> = units.keys().copied().collect();
+            let keys: Vec<UnitKey> = units.keys().copied().collect();
             let mut pairs: Vec<Choice> = Vec::new();
             for i in 0..keys.len() {
                 for j in i + 1..keys.len() {
@@ -514,7 +528,7 @@ impl<'c> Scheduler<'c> {
         }
 
         // Several units: largest first (ties: lower priority, then name), until it fits.
-        let mut order: Vec<(i32, f64, VictimUnit)> = units
+        let mut order: Vec<(i32, f64, UnitKey)> = units
             .iter()
             .map(|(u, pods)| {
                 (
@@ -528,7 +542,7 @@ impl<'c> Scheduler<'c> {
             })
             .collect();
         order.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)).then(a.2.cmp(&b.2)));
-        let mut chosen: Vec<VictimUnit> = Vec::new();
+        let mut chosen: Vec<UnitKey> = Vec::new();
         let mut pods: Vec<PodId> = Vec::new();
         let mut fits = false;
         for (_, _, u) in &order {
@@ -545,7 +559,7 @@ impl<'c> Scheduler<'c> {
             return None;
         }
         // Drop units that are not needed: the highest priority first, then the smallest.
-        let mut drop_order: Vec<(i32, f64, VictimUnit)> = order
+        let mut drop_order: Vec<(i32, f64, UnitKey)> = order
             .iter()
             .filter(|(_, _, u)| chosen.contains(u))
             .copied()
@@ -555,7 +569,7 @@ impl<'c> Scheduler<'c> {
             let without: Vec<PodId> = pods
                 .iter()
                 .copied()
-                .filter(|p| victims.at(*p).unit != u)
+                .filter(|p| victims.at(*p).unit != u.1)
                 .collect();
             if !without.is_empty()
                 && self

@@ -207,10 +207,18 @@ impl<'c> Snapshot<'c> {
             allocations: vec![None; cluster.pods.len()],
             priorities: Default::default(),
         };
-        for (i, pod) in cluster.pods.iter().enumerate() {
-            if !pod.is_bound() {
-                continue;
-            }
+        // Running pods are placed in name order (namespace, then name), not input order:
+        // a running pod whose claims hold no allocation yet is matched to devices here, and
+        // the first to ask gets a contested device.
+        let mut running: Vec<usize> = (0..cluster.pods.len())
+            .filter(|&i| cluster.pods[i].is_bound())
+            .collect();
+        running.sort_by(|&a, &b| {
+            let (pa, pb) = (&cluster.pods[a], &cluster.pods[b]);
+            (&pa.namespace, &pa.name).cmp(&(&pb.namespace, &pb.name))
+        });
+        for i in running {
+            let pod = &cluster.pods[i];
             if let Some(node) = pod.node_name.as_deref().and_then(|nm| snap.node_id(nm)) {
                 snap.assume(PodId(i as u32), node);
             }

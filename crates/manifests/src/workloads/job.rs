@@ -211,12 +211,12 @@ pub(crate) fn pod_group_name(workload: &str, template: &str) -> String {
     if wl.len() + tpl.len() > available {
         let half = available / 2;
         if wl.len() <= half {
-            tpl = &tpl[..available - wl.len()];
+            tpl = super::cut(tpl, available - wl.len());
         } else if tpl.len() <= half {
-            wl = &wl[..available - tpl.len()];
+            wl = super::cut(wl, available - tpl.len());
         } else {
-            wl = &wl[..available - half];
-            tpl = &tpl[..half];
+            wl = super::cut(wl, available - half);
+            tpl = super::cut(tpl, half);
         }
     }
     format!("{wl}-{tpl}-{hash}")
@@ -233,7 +233,7 @@ pub(crate) fn pod_prefix(job: &str, index: Option<i64>) -> String {
             if whole.len() > MAX_GENERATED_NAME_PREFIX {
                 format!(
                     "{}{suffix}",
-                    &whole[..MAX_GENERATED_NAME_PREFIX - suffix.len()]
+                    super::cut(&whole, MAX_GENERATED_NAME_PREFIX - suffix.len())
                 )
             } else {
                 whole

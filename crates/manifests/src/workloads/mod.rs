@@ -594,11 +594,20 @@ pub(crate) fn non_negative(owner: &Owner, path: &str, value: Option<i32>) -> Res
 /// name fits 63 characters), the way controllers' prefixes reach it.
 pub(crate) fn generate_name(prefix: &str) -> String {
     const MAX_PREFIX: usize = 58;
-    if prefix.len() > MAX_PREFIX {
-        prefix[..MAX_PREFIX].to_string()
-    } else {
-        prefix.to_string()
+    cut(prefix, MAX_PREFIX).to_string()
+}
+
+/// The longest start of `s` of at most `max` bytes that ends on a character boundary
+/// (names are ASCII once validated, but they are cut before validation reports them).
+pub(crate) fn cut(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
     }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 /// SHA-1 of `text` in lower-case hex, as JobSet and LeaderWorkerSet compute their job and
@@ -619,6 +628,10 @@ mod tests {
         assert_eq!(generate_name("web-"), "web-");
         let long = format!("{}-", "a".repeat(70));
         assert_eq!(generate_name(&long).len(), 58);
+        // A name that is not ASCII (invalid, reported later) is cut between characters.
+        let wide = "\u{b4}".repeat(40);
+        assert_eq!(generate_name(&wide).len(), 58);
+        assert_eq!(cut("ab\u{b4}", 3), "ab");
     }
 
     #[test]
