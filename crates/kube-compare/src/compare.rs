@@ -535,7 +535,10 @@ fn kube_outcome(pod: &Value) -> Option<Outcome> {
         .pointer("/status/conditions")
         .and_then(Value::as_array)?;
     let c = conditions.iter().find(|c| c["type"] == "PodScheduled")?;
-    (c["status"] == "False" && !nominated).then(|| Outcome::Unschedulable {
+    // A pod still behind a scheduling gate (the harness's, until its status is written)
+    // has no decision yet.
+    let gated = c["reason"] == "SchedulingGated";
+    (c["status"] == "False" && !nominated && !gated).then(|| Outcome::Unschedulable {
         message: c["message"].as_str().unwrap_or("").to_string(),
     })
 }

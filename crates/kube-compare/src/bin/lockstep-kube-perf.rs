@@ -236,11 +236,9 @@ async fn main() -> Result<()> {
                 .push(run_once(&args, which).await?);
         }
     }
-    let mut medians = Vec::new();
     for (name, list) in &mut rates {
         list.sort_by(f64::total_cmp);
         let median = list[list.len() / 2];
-        medians.push(median);
         println!(
             "{name}, {} nodes, {} pods: median {:.0} pods/s over {} runs (each: {})",
             args.nodes,
