@@ -20,7 +20,7 @@ use lockstep_model::{NodeId, Pod, PodId};
 use crate::config::{ConfigError, Profile};
 use crate::framework::{CycleState, Plugin, PreFilter, Reason, Signature};
 use crate::plugins;
-use crate::snapshot::Snapshot;
+use crate::state::ClusterState;
 
 const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
 const MIN_FEASIBLE_NODES_PERCENTAGE: usize = 5;
@@ -64,7 +64,7 @@ impl FitError {
     /// kube-scheduler's message: `0/5 nodes are available: 2 node(s) had untolerated
     /// taint(s), 3 Insufficient cpu.` Each fragment is `COUNT REASON`; the fragments are
     /// sorted as strings, counts included (so `10 ...` sorts before `2 ...`).
-    pub fn message(&self, snap: &Snapshot) -> String {
+    pub fn message(&self, snap: &ClusterState) -> String {
         if self.num_nodes == 0 {
             return "no nodes available to schedule pods".into();
         }
@@ -116,7 +116,7 @@ struct Batch {
     /// The node the last pod went to; it is re-checked and re-scored for the next pod.
     last: NodeId,
     /// The other feasible nodes by (total score, lowest id).
-    heap: BinaryHeap<(i64, Reverse<NodeId>)>,
+    heap: BinaryHeap<(i64, Reverse<u32>, NodeId)>,
     /// Indexes of the scorers that ran in the full cycle.
     scorers: Vec<usize>,
 }
@@ -216,7 +216,7 @@ impl Framework {
 
     /// Whether `pod` passes every filter on `node` against the snapshot as it is (PreFilter
     /// state is computed afresh). Used by preemption to test a node with victims removed.
-    pub fn fits_on(&mut self, snap: &Snapshot, pod_id: PodId, node: NodeId) -> bool {
+    pub fn fits_on(&mut self, snap: &ClusterState, pod_id: PodId, node: NodeId) -> bool {
         let pod = snap.pod(pod_id);
         self.state.pod = pod_id;
         self.active.clear();
@@ -244,7 +244,7 @@ impl Framework {
     /// node out, gives its reason). Empty when the pod fits.
     pub(crate) fn rejection_on(
         &mut self,
-        snap: &Snapshot,
+        snap: &ClusterState,
         pod_id: PodId,
         node: NodeId,
     ) -> Vec<Reason> {
@@ -256,7 +256,7 @@ impl Framework {
     /// [`rejection_on`](Self::rejection_on) for each of `nodes`, with one PreFilter.
     pub(crate) fn rejections(
         &mut self,
-        snap: &Snapshot,
+        snap: &ClusterState,
         pod_id: PodId,
         nodes: &[NodeId],
     ) -> Vec<Vec<Reason>> {
@@ -296,7 +296,7 @@ impl Framework {
 
     /// Computes the pod's signature into `self.signature`; false when some plugin cannot
     /// sign it.
-    fn sign(&mut self, snap: &Snapshot, pod: &Pod) -> bool {
+    fn sign(&mut self, snap: &ClusterState, pod: &Pod) -> bool {
         self.signature.clear();
         let mut ok = true;
         for p in &self.filters {
@@ -308,7 +308,7 @@ impl Framework {
         ok
     }
 
-    fn passes(&mut self, snap: &Snapshot, pod: &Pod, node: NodeId) -> bool {
+    fn passes(&mut self, snap: &ClusterState, pod: &Pod, node: NodeId) -> bool {
         self.reasons.clear();
         self.active
             .iter()
@@ -316,7 +316,7 @@ impl Framework {
     }
 
     /// Answers the cycle from the batching state when it is valid for this pod.
-    fn try_batch(&mut self, snap: &Snapshot, pod: &Pod, scope: u64) -> Option<NodeId> {
+    fn try_batch(&mut self, snap: &ClusterState, pod: &Pod, scope: u64) -> Option<NodeId> {
         let valid = self.batch.as_ref().is_some_and(|b| {
             b.signature == self.signature && b.scope == scope && b.generation == snap.generation
         });
@@ -336,9 +336,9 @@ impl Framework {
                     p.score(snap, pod, &self.state, b.last) * w
                 })
                 .sum();
-            b.heap.push((total, Reverse(b.last)));
+            b.heap.push((total, Reverse(snap.rank(b.last)), b.last));
         }
-        while let Some((score, Reverse(node))) = b.heap.pop() {
+        while let Some((score, _, node)) = b.heap.pop() {
             if self.passes(snap, pod, node) {
                 self.last_score = score;
                 b.last = node;
@@ -353,7 +353,7 @@ impl Framework {
 
     /// Filters nodes (all, or `candidates`), starting where the previous scan stopped, until
     /// enough feasible nodes are found; counts the reasons of the nodes that fail.
-    fn scan(&mut self, snap: &Snapshot, pod: &Pod, candidates: Option<&[NodeId]>, n: usize) {
+    fn scan(&mut self, snap: &ClusterState, pod: &Pod, candidates: Option<&[NodeId]>, n: usize) {
         let want = num_feasible_nodes_to_find(self.percentage, n);
         let start = if candidates.is_none() {
             self.next_start % n
@@ -363,7 +363,7 @@ impl Framework {
         let mut processed = 0;
         for k in 0..n {
             let i = (start + k) % n;
-            let node = candidates.map_or(NodeId(i as u32), |c| c[i]);
+            let node = candidates.unwrap_or(snap.nodes())[i];
             processed += 1;
             self.reasons.clear();
             let fits = self
@@ -388,7 +388,7 @@ impl Framework {
 
     /// Runs one scheduling cycle for `pod` against `snap` and returns the chosen node. The
     /// snapshot is not changed: the caller assumes the pod onto the node.
-    pub fn schedule_pod(&mut self, snap: &Snapshot, pod_id: PodId) -> Result<NodeId, FitError> {
+    pub fn schedule_pod(&mut self, snap: &ClusterState, pod_id: PodId) -> Result<NodeId, FitError> {
         self.schedule_pod_on(snap, pod_id, None, 0)
     }
 
@@ -397,7 +397,7 @@ impl Framework {
     /// never used in another.
     pub fn schedule_pod_on(
         &mut self,
-        snap: &Snapshot,
+        snap: &ClusterState,
         pod_id: PodId,
         candidates: Option<&[NodeId]>,
         scope: u64,
@@ -440,7 +440,7 @@ impl Framework {
     /// Score, selection.
     fn full_cycle(
         &mut self,
-        snap: &Snapshot,
+        snap: &ClusterState,
         pod_id: PodId,
         candidates: Option<&[NodeId]>,
         scope: u64,
@@ -493,7 +493,7 @@ impl Framework {
             if let Some(c) = candidates {
                 nodes.retain(|x| c.contains(x));
             }
-            nodes.sort();
+            nodes.sort_by_key(|n| snap.rank(*n));
             nodes.dedup();
             outside = Some(((n - nodes.len()) as u32, Reason::NotInPreFilterResult(bits)));
             restricted = nodes;
@@ -560,11 +560,12 @@ impl Framework {
                 *t += s * weight;
             }
         }
-        // Select: highest total, then lowest node id.
+        // Select: highest total, then the first node in name order.
         let mut best = 0;
         for i in 1..m {
             let better = self.total[i] > self.total[best]
-                || (self.total[i] == self.total[best] && self.feasible[i] < self.feasible[best]);
+                || (self.total[i] == self.total[best]
+                    && snap.rank(self.feasible[i]) < snap.rank(self.feasible[best]));
             if better {
                 best = i;
             }
@@ -589,7 +590,7 @@ impl Framework {
                 .iter()
                 .zip(&self.total)
                 .filter(|(n, _)| **n != chosen)
-                .map(|(n, t)| (*t, Reverse(*n)))
+                .map(|(n, t)| (*t, Reverse(snap.rank(*n)), *n))
                 .collect(),
             scorers: self.active_scorers.clone(),
         });

@@ -8,7 +8,7 @@
 use lockstep_model::{NodeId, PodId, ResourceId};
 
 use crate::scheduler::{Options, Scheduler, SetupError};
-use crate::snapshot::PodClaims;
+use crate::state::PodClaims;
 
 /// The estimate for one pod shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,7 +29,7 @@ pub fn estimate(
     let mut per_node = Vec::with_capacity(n);
     let mut total = 0u64;
     for i in 0..n {
-        let node = NodeId(i as u32);
+        let node = s.snapshot.nodes()[i];
         let count = replicas_on(&mut s, shape, node);
         total += u64::from(count);
         per_node.push((node, count));

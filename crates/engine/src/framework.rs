@@ -7,7 +7,7 @@ use crate::plugins::dynamic_resources::DraFilterState;
 use crate::plugins::inter_pod_affinity::{AffinityFilterState, AffinityScoreState};
 use crate::plugins::node_resources_fit::FitScoreState;
 use crate::plugins::pod_topology_spread::{SpreadFilterState, SpreadScoreState};
-use crate::snapshot::Snapshot;
+use crate::state::ClusterState;
 
 /// Why a node was rejected for a pod. Small and `Copy` so the filter loop never allocates;
 /// turned into kube-scheduler's wording only for the final message.
@@ -37,7 +37,7 @@ pub enum Reason {
 
 impl Reason {
     /// kube-scheduler's text for the reason.
-    pub fn message(&self, snap: &Snapshot) -> String {
+    pub fn message(&self, snap: &ClusterState) -> String {
         match self {
             Reason::NodeUnschedulable => "node(s) were unschedulable".into(),
             Reason::NodeNameMismatch => "node(s) didn't match the requested node name".into(),
@@ -81,7 +81,7 @@ impl Reason {
     /// `Unschedulable` status code, as opposed to `UnschedulableAndUnresolvable`. Preemption
     /// only looks at nodes rejected for such reasons. A resource is unresolvable when the
     /// pod asks for more than the node's whole allocatable.
-    pub fn resolvable(&self, snap: &Snapshot, pod: &Pod, node: NodeId) -> bool {
+    pub fn resolvable(&self, snap: &ClusterState, pod: &Pod, node: NodeId) -> bool {
         if let Reason::Insufficient(r) = self {
             return pod.requests.get(*r) <= snap.allocatable(node, *r);
         }
@@ -211,7 +211,7 @@ pub trait Plugin: Send + Sync {
         false
     }
 
-    fn pre_filter(&self, _snap: &Snapshot, _pod: &Pod, _state: &mut CycleState) -> PreFilter {
+    fn pre_filter(&self, _snap: &ClusterState, _pod: &Pod, _state: &mut CycleState) -> PreFilter {
         PreFilter::Skip
     }
 
@@ -219,7 +219,7 @@ pub trait Plugin: Send + Sync {
     /// Score depend on, and returns true when the plugin's verdict and score on a node
     /// depend only on that node (so placing a pod elsewhere changes nothing here). Returns
     /// false when it cannot sign the pod; the pod then gets a full cycle.
-    fn sign(&self, _snap: &Snapshot, _pod: &Pod, _sig: &mut Signature) -> bool {
+    fn sign(&self, _snap: &ClusterState, _pod: &Pod, _sig: &mut Signature) -> bool {
         false
     }
 
@@ -227,7 +227,7 @@ pub trait Plugin: Send + Sync {
     /// Must not allocate.
     fn filter(
         &self,
-        _snap: &Snapshot,
+        _snap: &ClusterState,
         _pod: &Pod,
         _state: &CycleState,
         _node: NodeId,
@@ -240,7 +240,7 @@ pub trait Plugin: Send + Sync {
     /// plugin then contributes 0 to every node).
     fn pre_score(
         &self,
-        _snap: &Snapshot,
+        _snap: &ClusterState,
         _pod: &Pod,
         _state: &mut CycleState,
         _feasible: &[NodeId],
@@ -248,7 +248,7 @@ pub trait Plugin: Send + Sync {
         false
     }
 
-    fn score(&self, _snap: &Snapshot, _pod: &Pod, _state: &CycleState, _node: NodeId) -> i64 {
+    fn score(&self, _snap: &ClusterState, _pod: &Pod, _state: &CycleState, _node: NodeId) -> i64 {
         0
     }
 

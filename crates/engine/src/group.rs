@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use lockstep_model::{Cluster, GroupPolicy, NodeId, PodId, ResourceId};
 
-use crate::snapshot::Snapshot;
+use crate::state::ClusterState;
 
 /// One schedulable unit of the queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -264,7 +264,7 @@ impl GroupIndex {
 
     /// How many member pods a group still needs bound for its gang condition (0 once
     /// enough members run or the group was already initially scheduled).
-    pub fn needed(&self, snap: &Snapshot, g: usize) -> usize {
+    pub fn needed(&self, snap: &ClusterState, g: usize) -> usize {
         let pg = &snap.cluster.pod_groups[g];
         if pg.initially_scheduled {
             return 0;
@@ -276,7 +276,7 @@ impl GroupIndex {
     }
 
     /// Members that hold a node now (members evicted during the run no longer count).
-    pub fn running(&self, snap: &Snapshot, g: usize) -> usize {
+    pub fn running(&self, snap: &ClusterState, g: usize) -> usize {
         self.groups[g]
             .bound
             .iter()
@@ -343,7 +343,7 @@ impl GroupIndex {
 }
 
 /// The dominant share of a pod's requests relative to the candidate nodes' capacity.
-pub fn dominant_share(snap: &Snapshot, pod: PodId, capacity: &[i64]) -> f64 {
+pub fn dominant_share(snap: &ClusterState, pod: PodId, capacity: &[i64]) -> f64 {
     let p = snap.pod(pod);
     let mut share = 0f64;
     for (r, v) in p.requests.iter() {
@@ -356,7 +356,7 @@ pub fn dominant_share(snap: &Snapshot, pod: PodId, capacity: &[i64]) -> f64 {
 }
 
 /// Total allocatable of `nodes`, per resource id.
-pub fn capacity_of(snap: &Snapshot, nodes: &[NodeId]) -> Vec<i64> {
+pub fn capacity_of(snap: &ClusterState, nodes: &[NodeId]) -> Vec<i64> {
     let mut cap = vec![0i64; snap.width];
     for &n in nodes {
         for (r, c) in cap.iter_mut().enumerate() {
@@ -367,7 +367,7 @@ pub fn capacity_of(snap: &Snapshot, nodes: &[NodeId]) -> Vec<i64> {
 }
 
 /// Free allocatable of `nodes`, per resource id, with pod slots under `PODS`.
-pub fn free_of(snap: &Snapshot, nodes: &[NodeId]) -> Vec<i64> {
+pub fn free_of(snap: &ClusterState, nodes: &[NodeId]) -> Vec<i64> {
     let mut free = vec![0i64; snap.width];
     for &n in nodes {
         for (r, f) in free.iter_mut().enumerate() {
@@ -385,8 +385,8 @@ pub fn free_of(snap: &Snapshot, nodes: &[NodeId]) -> Vec<i64> {
 
 /// The orders worth trying for a group's pods: hardest first, then largest first by each
 /// requested resource, then name order; duplicates removed.
-pub fn candidate_orders(snap: &Snapshot, pods: &[PodId], capacity: &[i64]) -> Vec<Vec<PodId>> {
-    let cluster = snap.cluster;
+pub fn candidate_orders(snap: &ClusterState, pods: &[PodId], capacity: &[i64]) -> Vec<Vec<PodId>> {
+    let cluster = std::sync::Arc::clone(&snap.cluster);
     let by_name = |a: &PodId, b: &PodId| {
         let (pa, pb) = (&cluster.pods[a.index()], &cluster.pods[b.index()]);
         (&pa.namespace, &pa.name).cmp(&(&pb.namespace, &pb.name))
@@ -435,13 +435,13 @@ pub fn candidate_orders(snap: &Snapshot, pods: &[PodId], capacity: &[i64]) -> Ve
 }
 
 /// Splits `nodes` by the value of `key` (nodes without it are dropped), by value order.
-pub fn domains<'c>(
-    snap: &Snapshot<'c>,
+pub fn domains<'s>(
+    snap: &'s ClusterState,
     nodes: &[NodeId],
     key: &str,
-) -> BTreeMap<&'c str, Vec<NodeId>> {
-    let cluster: &'c lockstep_model::Cluster = snap.cluster;
-    let mut out: BTreeMap<&'c str, Vec<NodeId>> = BTreeMap::new();
+) -> BTreeMap<&'s str, Vec<NodeId>> {
+    let cluster: &'s lockstep_model::Cluster = &snap.cluster;
+    let mut out: BTreeMap<&'s str, Vec<NodeId>> = BTreeMap::new();
     for &n in nodes {
         if let Some(v) = cluster.nodes[n.index()].labels.get(key) {
             out.entry(v.as_str()).or_default().push(n);

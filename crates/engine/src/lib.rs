@@ -17,7 +17,7 @@ pub mod oracle;
 pub mod plugins;
 pub mod preemption;
 pub mod scheduler;
-pub mod snapshot;
+pub mod state;
 pub mod testkit;
 
 pub use config::{KubeSchedulerConfiguration, Profile};
@@ -27,4 +27,4 @@ pub use preemption::{Eviction, GangPreemption};
 pub use scheduler::{
     AllocatedDevice, ClaimDevices, Decisions, GroupStatus, Options, Scheduler, SetupError, schedule,
 };
-pub use snapshot::Snapshot;
+pub use state::ClusterState;

@@ -181,7 +181,7 @@ fn scaled(value: &IntOrPercent, total: i64) -> i64 {
     }
 }
 
-impl<'c> Scheduler<'c> {
+impl Scheduler {
     fn unit_priority(&self, index: &GroupIndex, g: usize) -> i32 {
         let info = &index.groups[g];
         info.bound
@@ -196,11 +196,11 @@ impl<'c> Scheduler<'c> {
     /// Collects the pods that may be evicted for a preemptor of `priority`: running pods
     /// (bound before this run started) of strictly lower priority.
     pub(crate) fn victims(&self, index: &GroupIndex, priority: i32) -> Victims {
-        let cluster = self.snapshot.cluster;
+        let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
         let mode = self.options.gang_preemption;
         let mut info: Vec<Option<VictimInfo>> = vec![None; cluster.pods.len()];
-        for n in 0..self.snapshot.num_nodes() {
-            for &p in self.snapshot.pods_on(NodeId(n as u32)) {
+        for &node in self.snapshot.nodes() {
+            for &p in self.snapshot.pods_on(node) {
                 if self.placed_now(p) {
                     continue;
                 }
@@ -267,8 +267,8 @@ impl<'c> Scheduler<'c> {
             .pod_disruption_budgets
             .iter()
             .map(|b| {
-                let matching = (0..self.snapshot.num_nodes())
-                    .flat_map(|n| self.snapshot.pods_on(NodeId(n as u32)).iter())
+                let matching = (self.snapshot.nodes().iter())
+                    .flat_map(|&n| self.snapshot.pods_on(n).iter())
                     .filter(|p| {
                         let pod = self.snapshot.pod(**p);
                         pod.namespace == b.namespace
@@ -288,7 +288,7 @@ impl<'c> Scheduler<'c> {
                 }
             })
             .collect();
-        let all: Vec<NodeId> = (0..self.snapshot.num_nodes() as u32).map(NodeId).collect();
+        let all: Vec<NodeId> = self.snapshot.nodes().to_vec();
         Victims {
             info,
             list,
@@ -393,7 +393,7 @@ impl<'c> Scheduler<'c> {
         let lifted = self.lift(pods);
         let mut nodes: Vec<NodeId> = room.to_vec();
         nodes.extend(lifted.iter().map(|l| l.node));
-        nodes.sort();
+        nodes.sort_by_key(|n| self.snapshot.rank(*n));
         nodes.dedup();
         let mark = self.log.len();
         self.framework.force_score = true;
@@ -427,8 +427,7 @@ impl<'c> Scheduler<'c> {
             }
         }
         let mut out = Vec::new();
-        for n in 0..self.snapshot.num_nodes() {
-            let node = NodeId(n as u32);
+        for &node in self.snapshot.nodes() {
             if shapes
                 .iter()
                 .any(|&p| self.framework.fits_on(&self.snapshot, p, node))
@@ -693,7 +692,7 @@ impl<'c> Scheduler<'c> {
             return true;
         }
         let mut nodes: Vec<NodeId> = pods.iter().filter_map(|p| snap.node_of(*p)).collect();
-        nodes.sort();
+        nodes.sort_by_key(|n| snap.rank(*n));
         nodes.dedup();
         nodes.iter().any(|&n| {
             pod.requests.iter().all(|(r, v)| {
@@ -729,7 +728,7 @@ impl<'c> Scheduler<'c> {
         let wanted = (n / 10).max(100);
         let mut candidates: Vec<(NodeId, Vec<PodId>)> = Vec::new();
         for i in 0..n {
-            let node = NodeId(i as u32);
+            let node = self.snapshot.nodes()[i];
             let on_node: Vec<PodId> = self
                 .snapshot
                 .pods_on(node)
@@ -804,7 +803,7 @@ impl<'c> Scheduler<'c> {
                 sum,
                 v.len(),
                 std::cmp::Reverse(earliest),
-                *node,
+                s.snapshot.rank(*node),
             )
         };
         let best = candidates.iter().min_by_key(|c| key(self, c))?.clone();
@@ -830,7 +829,7 @@ impl<'c> Scheduler<'c> {
         let n = self.snapshot.num_nodes();
         let mut histogram: Vec<(String, u32)> = Vec::new();
         const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
-        let all: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
+        let all: Vec<NodeId> = self.snapshot.nodes().to_vec();
         let rejections = self.framework.rejections(&self.snapshot, pod_id, &all);
         for (node, rejection) in all.into_iter().zip(rejections) {
             // A node the pod fits cannot occur for a pod that fit nowhere; it counts as one

@@ -14,12 +14,23 @@ pub enum SetupError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Dra(#[from] lockstep_dra::DraError),
+    #[error(transparent)]
+    State(Box<crate::state::ChangeError>),
+}
+
+impl From<crate::state::ChangeError> for SetupError {
+    fn from(e: crate::state::ChangeError) -> Self {
+        match e {
+            crate::state::ChangeError::Dra(e) => SetupError::Dra(e),
+            e => SetupError::State(Box::new(e)),
+        }
+    }
 }
 use crate::cycle::{FitError, Framework};
 use crate::framework::Reason;
 use crate::group::{GroupIndex, Unit, candidate_orders, capacity_of, domains, free_of};
 use crate::preemption::{Eviction, GangPreemption, Lifted};
-use crate::snapshot::Snapshot;
+use crate::state::ClusterState;
 
 /// Run options.
 #[derive(Debug, Clone)]
@@ -160,8 +171,8 @@ pub(crate) struct Attempt {
     statuses: Vec<(usize, bool, String)>,
 }
 
-pub struct Scheduler<'c> {
-    pub snapshot: Snapshot<'c>,
+pub struct Scheduler {
+    pub snapshot: ClusterState,
     pub(crate) framework: Framework,
     pub(crate) options: Options,
     /// Pods assumed inside the open transactions, in order.
@@ -172,24 +183,39 @@ pub struct Scheduler<'c> {
     /// (`epoch`) are never victims of preemption in it.
     placed_epoch: Vec<u32>,
     epoch: u32,
-    /// The PodGroup tree, built once; `schedule` refreshes who is pending and running.
+    /// The PodGroup tree, built at `index_revision` of the state (rebuilt when pods or
+    /// groups changed since); `schedule` refreshes who is pending and running.
     index: GroupIndex,
+    index_revision: u64,
     /// Sum of the chosen nodes' scores over the pods placed by the last `search`.
     pub(crate) score_sum: i64,
     /// The nodes of the last placement preemption found (one entry per placed pod).
     pub(crate) last_placement: Vec<NodeId>,
 }
 
-impl<'c> Scheduler<'c> {
-    pub fn new(cluster: &'c Cluster, options: Options) -> Result<Self, SetupError> {
-        let mut framework = Framework::new(&options.profile, &cluster.resources)?;
+impl Scheduler {
+    /// A scheduler for a copy of `cluster`'s objects.
+    pub fn new(cluster: &Cluster, options: Options) -> Result<Self, SetupError> {
+        Scheduler::with_state(ClusterState::new(cluster)?, options)
+    }
+
+    /// A scheduler for `cluster`, which it takes.
+    pub fn from_cluster(cluster: Cluster, options: Options) -> Result<Self, SetupError> {
+        Scheduler::with_state(ClusterState::from_cluster(cluster)?, options)
+    }
+
+    /// A scheduler for a cluster state; the state then changes through
+    /// [`apply`](Self::apply).
+    pub fn with_state(state: ClusterState, options: Options) -> Result<Self, SetupError> {
+        let mut framework = Framework::new(&options.profile, &state.cluster.resources)?;
         framework.set_batching(options.batching);
         Ok(Scheduler {
             framework,
-            snapshot: Snapshot::new(cluster)?,
-            placed_epoch: vec![0; cluster.pods.len()],
+            placed_epoch: vec![0; state.pod_slots()],
             epoch: 0,
-            index: GroupIndex::build(cluster),
+            index: GroupIndex::build(&state.cluster),
+            index_revision: state.revision,
+            snapshot: state,
             options,
             log: Vec::new(),
             scopes: 0,
@@ -229,6 +255,25 @@ impl<'c> Scheduler<'c> {
         self.snapshot.forget(pod);
     }
 
+    /// Applies a change to the cluster state (see [`ClusterState::apply`]); a pod whose
+    /// slot is reused starts with a clean record.
+    pub fn apply(
+        &mut self,
+        change: crate::state::Change,
+    ) -> Result<crate::state::Applied, crate::state::ChangeError> {
+        let applied = self.snapshot.apply(change)?;
+        self.placed_epoch.resize(self.snapshot.pod_slots(), 0);
+        if let crate::state::Applied::Pod(p) = applied {
+            self.placed_epoch[p.index()] = 0;
+        }
+        Ok(applied)
+    }
+
+    /// The cluster state.
+    pub fn state(&self) -> &ClusterState {
+        &self.snapshot
+    }
+
     /// Cycles answered by batching and full cycles run so far.
     pub fn cycle_counts(&self) -> (u64, u64) {
         (self.framework.batched_cycles, self.framework.full_cycles)
@@ -240,7 +285,7 @@ impl<'c> Scheduler<'c> {
 
     /// Schedules every pending pod of the cluster until nothing more can be placed.
     pub fn run(&mut self) -> Decisions {
-        let cluster = self.snapshot.cluster;
+        let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
         let pending: Vec<PodId> = (0..cluster.pods.len() as u32)
             .map(PodId)
             .filter(|p| cluster.pods[p.index()].is_pending())
@@ -253,7 +298,12 @@ impl<'c> Scheduler<'c> {
     /// Front ends that advance time (the simulator) call this repeatedly with the pods that
     /// have arrived, and `release` pods that finish.
     pub fn schedule(&mut self, pending: &[PodId]) -> Decisions {
-        let cluster = self.snapshot.cluster;
+        if self.index_revision != self.snapshot.revision {
+            self.index = GroupIndex::build(&self.snapshot.cluster);
+            self.index_revision = self.snapshot.revision;
+        }
+        self.placed_epoch.resize(self.snapshot.pod_slots(), 0);
+        let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
         let decisions = Decisions::default();
         let mut in_set = vec![false; cluster.pods.len()];
         for p in pending {
@@ -265,7 +315,7 @@ impl<'c> Scheduler<'c> {
             let snap = &self.snapshot;
             let options = &self.options;
             index.refresh(
-                cluster,
+                &cluster,
                 |id| in_set[id.index()] && accepts(options, &cluster.pods[id.index()]),
                 |id| snap.node_of(id).is_some(),
             );
@@ -281,7 +331,7 @@ impl<'c> Scheduler<'c> {
         pending: &[PodId],
         mut decisions: Decisions,
     ) -> Decisions {
-        let cluster = self.snapshot.cluster;
+        let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
 
         // Classify pending pods.
         let mut units: Vec<Unit> = Vec::new();
@@ -314,7 +364,7 @@ impl<'c> Scheduler<'c> {
             if info.parent.is_some() || info.pending.is_empty() {
                 continue;
             }
-            if index.group_ready(cluster, g) {
+            if index.group_ready(&cluster, g) {
                 units.push(Unit::Group(g));
             } else {
                 let min = match cluster.pod_groups[g].policy {
@@ -342,7 +392,7 @@ impl<'c> Scheduler<'c> {
             if pending.is_empty() {
                 continue;
             }
-            let (ready, need) = index.composite_ready(cluster, c);
+            let (ready, need) = index.composite_ready(&cluster, c);
             if ready >= need {
                 units.push(Unit::Composite(c));
             } else {
@@ -506,7 +556,7 @@ impl<'c> Scheduler<'c> {
         reason: &str,
         decisions: &mut Decisions,
     ) {
-        let cluster = self.snapshot.cluster;
+        let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
         for &Lifted { pod: v, node, .. } in evicted {
             let group = index.group_of_pod(v);
             let mut why = reason.to_string();
@@ -577,14 +627,14 @@ impl<'c> Scheduler<'c> {
         if !e.reasons.iter().any(|(r, _)| *r == unavailable) {
             return false;
         }
-        let crate::snapshot::PodClaims::Refs(refs) = self.snapshot.claims(id) else {
+        let crate::state::PodClaims::Refs(refs) = self.snapshot.claims(id) else {
             return false;
         };
         let Some(dra) = self.snapshot.dra.as_ref() else {
             return false;
         };
         let pod = self.snapshot.pod(id);
-        let cluster = self.snapshot.cluster;
+        let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
         let free: Vec<lockstep_dra::ClaimId> = refs
             .iter()
             .filter_map(|r| match r {
@@ -604,7 +654,7 @@ impl<'c> Scheduler<'c> {
         if free.is_empty() {
             return false;
         }
-        let all: Vec<NodeId> = (0..self.snapshot.num_nodes() as u32).map(NodeId).collect();
+        let all: Vec<NodeId> = self.snapshot.nodes().to_vec();
         let rejections = self.framework.rejections(&self.snapshot, id, &all);
         let dra = self.snapshot.dra.as_ref().expect("checked above");
         all.into_iter().zip(rejections).any(|(node, rejection)| {
@@ -619,7 +669,8 @@ impl<'c> Scheduler<'c> {
         id: PodId,
         decisions: &mut Decisions,
     ) -> Option<NodeId> {
-        let pod = self.snapshot.pod(id);
+        let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
+        let pod = &cluster.pods[id.index()];
         if !self.options.preemption
             || !Self::may_preempt(pod.preemption_policy)
             || self
@@ -648,7 +699,7 @@ impl<'c> Scheduler<'c> {
         unit: Unit,
         decisions: &mut Decisions,
     ) -> Option<Attempt> {
-        let cluster = self.snapshot.cluster;
+        let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
         if !self.options.preemption {
             return None;
         }
@@ -716,7 +767,7 @@ impl<'c> Scheduler<'c> {
     }
 
     fn sort_units(&self, index: &GroupIndex, units: &mut [Unit]) {
-        let cluster = self.snapshot.cluster;
+        let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
         let key = |u: &Unit| -> (i32, i64, String) {
             match *u {
                 Unit::Pod(p) => {
@@ -763,7 +814,7 @@ impl<'c> Scheduler<'c> {
         let nodes = match nodes {
             Some(n) => n,
             None => {
-                all = (0..snap.num_nodes() as u32).map(NodeId).collect();
+                all = snap.nodes().to_vec();
                 &all
             }
         };
@@ -845,7 +896,7 @@ impl<'c> Scheduler<'c> {
         let capacity = match nodes {
             Some(n) => capacity_of(&self.snapshot, n),
             None => {
-                let all: Vec<NodeId> = (0..self.snapshot.num_nodes() as u32).map(NodeId).collect();
+                let all: Vec<NodeId> = self.snapshot.nodes().to_vec();
                 capacity_of(&self.snapshot, &all)
             }
         };
@@ -897,7 +948,7 @@ impl<'c> Scheduler<'c> {
         g: usize,
         nodes: Option<&[NodeId]>,
     ) -> Attempt {
-        let cluster = self.snapshot.cluster;
+        let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
         let pg = &cluster.pod_groups[g];
         let info = &index.groups[g];
         let pods = info.pending.clone();
@@ -978,7 +1029,7 @@ impl<'c> Scheduler<'c> {
         c: usize,
         nodes: Option<&[NodeId]>,
     ) -> Attempt {
-        let cluster = self.snapshot.cluster;
+        let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
         let cpg = &cluster.composite_pod_groups[c];
         let info = &index.composites[c];
         let need = match cpg.policy {
@@ -992,13 +1043,13 @@ impl<'c> Scheduler<'c> {
         // Children that can enter: ready groups and ready composites, largest first.
         let mut children: Vec<(Unit, usize, String)> = Vec::new();
         for &g in &info.groups {
-            if index.group_ready(cluster, g) {
+            if index.group_ready(&cluster, g) {
                 let n: usize = index.groups[g].pending.len();
                 children.push((Unit::Group(g), n, index.groups[g].key.clone()));
             }
         }
         for &k in &info.composites {
-            let (r, nk) = index.composite_ready(cluster, k);
+            let (r, nk) = index.composite_ready(&cluster, k);
             if r >= nk.max(1) {
                 let mut p = Vec::new();
                 index.composite_pending(k, &mut p);

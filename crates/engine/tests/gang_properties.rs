@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use lockstep_engine::testkit::{self, GI};
-use lockstep_engine::{Options, Snapshot, schedule};
+use lockstep_engine::{ClusterState, Options, schedule};
 use lockstep_model::{Cluster, GroupPolicy, NodeId, ResourceId};
 use proptest::prelude::*;
 
@@ -84,7 +84,7 @@ proptest! {
                 prop_assert!(r.iter().all(|x| *x == r[0]), "{} spans racks {:?}", pg.name, r);
             }
         }
-        let mut snap = Snapshot::new(&cluster).unwrap();
+        let mut snap = ClusterState::new(&cluster).unwrap();
         for (p, n) in &d.bindings {
             snap.assume(*p, *n);
         }

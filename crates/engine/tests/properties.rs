@@ -2,7 +2,7 @@
 //! affinity never violated, the same input gives the same decisions.
 
 use lockstep_engine::testkit::{self, GI};
-use lockstep_engine::{Options, Snapshot, schedule};
+use lockstep_engine::{ClusterState, Options, schedule};
 use lockstep_model::{
     Cluster, NodeSelectorTerm, Operator, Requirement, ResourceId, TaintEffect, Toleration,
     TolerationOperator,
@@ -124,7 +124,7 @@ proptest! {
         prop_assert_eq!(&d, &again);
 
         // Replay evictions and bindings onto a fresh snapshot.
-        let mut snap = Snapshot::new(&cluster).unwrap();
+        let mut snap = ClusterState::new(&cluster).unwrap();
         for e in &d.evictions {
             prop_assert!(snap.node_of(e.pod).is_some(), "evicted a pod that was not running");
             snap.forget(e.pod);

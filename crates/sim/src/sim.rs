@@ -158,7 +158,7 @@ pub struct Simulation<'t> {
     trace: &'t Trace,
     policy: Policy,
     options: SimOptions,
-    scheduler: Scheduler<'t>,
+    scheduler: Scheduler,
     now: u64,
     events: BinaryHeap<Reverse<Event>>,
     jobs: Vec<JobState>,

@@ -7,7 +7,7 @@ use lockstep_model::{NodeId, Pod, ResourceId, ResourceNames};
 
 use crate::config::ResourceWeight;
 use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, Signature};
-use crate::snapshot::Snapshot;
+use crate::state::ClusterState;
 
 pub struct BalancedAllocation {
     resources: Vec<Option<ResourceId>>,
@@ -25,7 +25,7 @@ impl Plugin for BalancedAllocation {
     fn name(&self) -> &'static str {
         "NodeResourcesBalancedAllocation"
     }
-    fn sign(&self, _snap: &Snapshot, pod: &Pod, sig: &mut Signature) -> bool {
+    fn sign(&self, _snap: &ClusterState, pod: &Pod, sig: &mut Signature) -> bool {
         sig.add(self.name(), &pod.requests);
         true
     }
@@ -34,7 +34,7 @@ impl Plugin for BalancedAllocation {
     }
     fn pre_score(
         &self,
-        _snap: &Snapshot,
+        _snap: &ClusterState,
         pod: &Pod,
         _state: &mut CycleState,
         _feasible: &[NodeId],
@@ -45,7 +45,7 @@ impl Plugin for BalancedAllocation {
             .flatten()
             .any(|r| pod.requests.get(*r) > 0)
     }
-    fn score(&self, snap: &Snapshot, pod: &Pod, _state: &CycleState, node: NodeId) -> i64 {
+    fn score(&self, snap: &ClusterState, pod: &Pod, _state: &CycleState, node: NodeId) -> i64 {
         // At most a handful of resources: keep the fractions on the stack.
         let mut with_pod = [0f64; 8];
         let mut without_pod = [0f64; 8];

@@ -17,7 +17,7 @@ use lockstep_model::{NodeId, Pod, ResourceId};
 use crate::config::DeviceScoring;
 use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason, Signature};
 use crate::plugins::node_resources_fit::Strategy;
-use crate::snapshot::{PodClaims, Snapshot};
+use crate::state::{ClusterState, PodClaims};
 
 pub struct DynamicResources {
     pub strategy: Strategy,
@@ -41,7 +41,7 @@ impl Plugin for DynamicResources {
     }
     fn pre_score(
         &self,
-        snap: &Snapshot,
+        snap: &ClusterState,
         _pod: &Pod,
         state: &mut CycleState,
         _feasible: &[NodeId],
@@ -58,7 +58,7 @@ impl Plugin for DynamicResources {
             PodClaims::Missing(_) => false,
         }
     }
-    fn score(&self, snap: &Snapshot, pod: &Pod, state: &CycleState, node: NodeId) -> i64 {
+    fn score(&self, snap: &ClusterState, pod: &Pod, state: &CycleState, node: NodeId) -> i64 {
         let Some(dra) = snap.dra.as_ref() else {
             return 0;
         };
@@ -126,7 +126,7 @@ impl Plugin for DynamicResources {
             };
         }
     }
-    fn sign(&self, snap: &Snapshot, pod: &Pod, sig: &mut Signature) -> bool {
+    fn sign(&self, snap: &ClusterState, pod: &Pod, sig: &mut Signature) -> bool {
         // The fragmentation score (which scores pods without claims too) is normalised over
         // the feasible nodes: it depends on them.
         if self.device_scoring == DeviceScoring::Fragmentation && snap.dra.is_some() {
@@ -145,7 +145,7 @@ impl Plugin for DynamicResources {
         sig.add(self.name(), &pod.resource_claims);
         own_claims_only && snap.dra_node_local
     }
-    fn pre_filter(&self, snap: &Snapshot, _pod: &Pod, state: &mut CycleState) -> PreFilter {
+    fn pre_filter(&self, snap: &ClusterState, _pod: &Pod, state: &mut CycleState) -> PreFilter {
         state.dra.claims.clear();
         match snap.claims(state.pod) {
             PodClaims::None => PreFilter::Skip,
@@ -168,7 +168,7 @@ impl Plugin for DynamicResources {
     }
     fn filter(
         &self,
-        snap: &Snapshot,
+        snap: &ClusterState,
         _pod: &Pod,
         state: &CycleState,
         node: NodeId,

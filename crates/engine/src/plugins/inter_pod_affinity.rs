@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use lockstep_model::{Labels, NodeId, Pod, PodAffinityTerm};
 
 use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason, Signature};
-use crate::snapshot::Snapshot;
+use crate::state::ClusterState;
 
 pub struct InterPodAffinity {
     pub hard_pod_affinity_weight: i64,
@@ -73,7 +73,7 @@ impl Plugin for InterPodAffinity {
     fn name(&self) -> &'static str {
         "InterPodAffinity"
     }
-    fn sign(&self, snap: &Snapshot, pod: &Pod, _sig: &mut Signature) -> bool {
+    fn sign(&self, snap: &ClusterState, pod: &Pod, _sig: &mut Signature) -> bool {
         // Affinity depends on pods on other nodes, both the pod's terms and theirs.
         pod.pod_affinity.is_empty()
             && pod.pod_anti_affinity.is_empty()
@@ -86,7 +86,7 @@ impl Plugin for InterPodAffinity {
         true
     }
 
-    fn pre_filter(&self, snap: &Snapshot, pod: &Pod, state: &mut CycleState) -> PreFilter {
+    fn pre_filter(&self, snap: &ClusterState, pod: &Pod, state: &mut CycleState) -> PreFilter {
         let req_aff = &pod.pod_affinity.required;
         let req_anti = &pod.pod_anti_affinity.required;
         if req_aff.is_empty() && req_anti.is_empty() && snap.bound_with_required_anti_affinity == 0
@@ -99,8 +99,8 @@ impl Plugin for InterPodAffinity {
         s.anti = vec![HashMap::new(); req_anti.len()];
         let namespaces = &snap.cluster.namespaces;
         let mut any_affinity_match = false;
-        for n in 0..snap.num_nodes() {
-            let node = NodeId(n as u32);
+        for &node in snap.nodes() {
+            let n = node.index();
             let labels = &snap.cluster.nodes[n].labels;
             for &pid in snap.pods_on(node) {
                 let other = snap.pod(pid);
@@ -143,7 +143,7 @@ impl Plugin for InterPodAffinity {
 
     fn filter(
         &self,
-        snap: &Snapshot,
+        snap: &ClusterState,
         pod: &Pod,
         state: &CycleState,
         node: NodeId,
@@ -191,7 +191,7 @@ impl Plugin for InterPodAffinity {
 
     fn pre_score(
         &self,
-        snap: &Snapshot,
+        snap: &ClusterState,
         pod: &Pod,
         state: &mut CycleState,
         _feasible: &[NodeId],
@@ -204,8 +204,8 @@ impl Plugin for InterPodAffinity {
         let s = &mut state.affinity_score;
         s.topology_score.clear();
         let namespaces = &snap.cluster.namespaces;
-        for n in 0..snap.num_nodes() {
-            let node = NodeId(n as u32);
+        for &node in snap.nodes() {
+            let n = node.index();
             let labels = &snap.cluster.nodes[n].labels;
             for &pid in snap.pods_on(node) {
                 let other = snap.pod(pid);
@@ -238,7 +238,7 @@ impl Plugin for InterPodAffinity {
         !s.topology_score.is_empty()
     }
 
-    fn score(&self, snap: &Snapshot, _pod: &Pod, state: &CycleState, node: NodeId) -> i64 {
+    fn score(&self, snap: &ClusterState, _pod: &Pod, state: &CycleState, node: NodeId) -> i64 {
         let labels = &snap.cluster.nodes[node.index()].labels;
         state
             .affinity_score

@@ -4,12 +4,12 @@
 use lockstep_model::{NodeId, Pod};
 
 use crate::framework::{CycleState, Plugin, PreFilter, Reason, Signature, default_normalize};
-use crate::snapshot::Snapshot;
+use crate::state::ClusterState;
 
 pub struct NodeAffinity;
 
 /// Whether the node satisfies the pod's nodeSelector and required node affinity.
-pub fn required_matches(snap: &Snapshot, pod: &Pod, node: NodeId) -> bool {
+pub fn required_matches(snap: &ClusterState, pod: &Pod, node: NodeId) -> bool {
     let n = &snap.cluster.nodes[node.index()];
     pod.node_selector
         .iter()
@@ -49,7 +49,7 @@ impl Plugin for NodeAffinity {
     fn name(&self) -> &'static str {
         "NodeAffinity"
     }
-    fn sign(&self, _snap: &Snapshot, pod: &Pod, sig: &mut Signature) -> bool {
+    fn sign(&self, _snap: &ClusterState, pod: &Pod, sig: &mut Signature) -> bool {
         sig.add(
             self.name(),
             &(&pod.node_selector, &pod.node_affinity.required),
@@ -63,7 +63,7 @@ impl Plugin for NodeAffinity {
     fn scores(&self) -> bool {
         true
     }
-    fn pre_filter(&self, snap: &Snapshot, pod: &Pod, _state: &mut CycleState) -> PreFilter {
+    fn pre_filter(&self, snap: &ClusterState, pod: &Pod, _state: &mut CycleState) -> PreFilter {
         match &pod.node_affinity.required {
             // Required affinity with no terms matches no node: the filter rejects each.
             Some(terms) if terms.is_empty() => PreFilter::Run,
@@ -82,7 +82,7 @@ impl Plugin for NodeAffinity {
     }
     fn filter(
         &self,
-        snap: &Snapshot,
+        snap: &ClusterState,
         pod: &Pod,
         _state: &CycleState,
         node: NodeId,
@@ -97,14 +97,14 @@ impl Plugin for NodeAffinity {
     }
     fn pre_score(
         &self,
-        _snap: &Snapshot,
+        _snap: &ClusterState,
         pod: &Pod,
         _state: &mut CycleState,
         _feasible: &[NodeId],
     ) -> bool {
         !pod.node_affinity.preferred.is_empty()
     }
-    fn score(&self, snap: &Snapshot, pod: &Pod, _state: &CycleState, node: NodeId) -> i64 {
+    fn score(&self, snap: &ClusterState, pod: &Pod, _state: &CycleState, node: NodeId) -> i64 {
         let n = &snap.cluster.nodes[node.index()];
         pod.node_affinity
             .preferred

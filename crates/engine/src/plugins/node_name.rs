@@ -5,7 +5,7 @@
 use lockstep_model::{NodeId, Pod};
 
 use crate::framework::{CycleState, Plugin, PreFilter, Reason, Signature};
-use crate::snapshot::Snapshot;
+use crate::state::ClusterState;
 
 pub struct NodeName;
 
@@ -13,14 +13,14 @@ impl Plugin for NodeName {
     fn name(&self) -> &'static str {
         "NodeName"
     }
-    fn sign(&self, _snap: &Snapshot, pod: &Pod, sig: &mut Signature) -> bool {
+    fn sign(&self, _snap: &ClusterState, pod: &Pod, sig: &mut Signature) -> bool {
         sig.add(self.name(), &pod.node_name);
         true
     }
     fn filters(&self) -> bool {
         true
     }
-    fn pre_filter(&self, snap: &Snapshot, pod: &Pod, _state: &mut CycleState) -> PreFilter {
+    fn pre_filter(&self, snap: &ClusterState, pod: &Pod, _state: &mut CycleState) -> PreFilter {
         match &pod.node_name {
             Some(name) => PreFilter::RunOn(snap.node_id(name).into_iter().collect(), 2),
             None => PreFilter::Skip,
@@ -28,7 +28,7 @@ impl Plugin for NodeName {
     }
     fn filter(
         &self,
-        snap: &Snapshot,
+        snap: &ClusterState,
         pod: &Pod,
         _state: &CycleState,
         node: NodeId,

@@ -3,7 +3,7 @@
 use lockstep_model::{NodeId, Pod};
 
 use crate::framework::{CycleState, Plugin, PreFilter, Reason, Signature};
-use crate::snapshot::Snapshot;
+use crate::state::ClusterState;
 
 pub struct NodePorts;
 
@@ -11,14 +11,14 @@ impl Plugin for NodePorts {
     fn name(&self) -> &'static str {
         "NodePorts"
     }
-    fn sign(&self, _snap: &Snapshot, pod: &Pod, sig: &mut Signature) -> bool {
+    fn sign(&self, _snap: &ClusterState, pod: &Pod, sig: &mut Signature) -> bool {
         sig.add(self.name(), &pod.host_ports);
         true
     }
     fn filters(&self) -> bool {
         true
     }
-    fn pre_filter(&self, _snap: &Snapshot, pod: &Pod, _state: &mut CycleState) -> PreFilter {
+    fn pre_filter(&self, _snap: &ClusterState, pod: &Pod, _state: &mut CycleState) -> PreFilter {
         if pod.host_ports.is_empty() {
             PreFilter::Skip
         } else {
@@ -27,7 +27,7 @@ impl Plugin for NodePorts {
     }
     fn filter(
         &self,
-        snap: &Snapshot,
+        snap: &ClusterState,
         pod: &Pod,
         _state: &CycleState,
         node: NodeId,

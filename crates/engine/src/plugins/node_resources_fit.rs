@@ -6,7 +6,7 @@ use lockstep_model::{NodeId, Pod, ResourceId};
 
 use crate::config::{ScoringStrategy, ScoringStrategyType};
 use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason, Signature};
-use crate::snapshot::Snapshot;
+use crate::state::ClusterState;
 
 /// kube-scheduler's `MaxCustomPriorityScore`: shape scores are on a 0..10 scale.
 const MAX_CUSTOM_PRIORITY_SCORE: i64 = 10;
@@ -117,7 +117,7 @@ impl Plugin for NodeResourcesFit {
     fn name(&self) -> &'static str {
         "NodeResourcesFit"
     }
-    fn sign(&self, _snap: &Snapshot, pod: &Pod, sig: &mut Signature) -> bool {
+    fn sign(&self, _snap: &ClusterState, pod: &Pod, sig: &mut Signature) -> bool {
         sig.add(
             self.name(),
             &(&pod.requests, pod.non_zero_cpu, pod.non_zero_memory),
@@ -130,12 +130,12 @@ impl Plugin for NodeResourcesFit {
     fn scores(&self) -> bool {
         true
     }
-    fn pre_filter(&self, _snap: &Snapshot, _pod: &Pod, _state: &mut CycleState) -> PreFilter {
+    fn pre_filter(&self, _snap: &ClusterState, _pod: &Pod, _state: &mut CycleState) -> PreFilter {
         PreFilter::Run
     }
     fn filter(
         &self,
-        snap: &Snapshot,
+        snap: &ClusterState,
         pod: &Pod,
         _state: &CycleState,
         node: NodeId,
@@ -159,7 +159,7 @@ impl Plugin for NodeResourcesFit {
     }
     fn pre_score(
         &self,
-        _snap: &Snapshot,
+        _snap: &ClusterState,
         pod: &Pod,
         state: &mut CycleState,
         _feasible: &[NodeId],
@@ -173,7 +173,7 @@ impl Plugin for NodeResourcesFit {
         );
         !self.resources.is_empty()
     }
-    fn score(&self, snap: &Snapshot, _pod: &Pod, state: &CycleState, node: NodeId) -> i64 {
+    fn score(&self, snap: &ClusterState, _pod: &Pod, state: &CycleState, node: NodeId) -> i64 {
         let nz = snap.non_zero_requested(node);
         let mut total = 0i64;
         let mut weights = 0i64;

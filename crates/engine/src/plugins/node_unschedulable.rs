@@ -4,7 +4,7 @@
 use lockstep_model::{NodeId, Pod, Taint, TaintEffect, node::tolerated};
 
 use crate::framework::{CycleState, Plugin, PreFilter, Reason, Signature};
-use crate::snapshot::Snapshot;
+use crate::state::ClusterState;
 
 pub struct NodeUnschedulable;
 
@@ -21,14 +21,14 @@ impl Plugin for NodeUnschedulable {
     fn name(&self) -> &'static str {
         "NodeUnschedulable"
     }
-    fn sign(&self, _snap: &Snapshot, pod: &Pod, sig: &mut Signature) -> bool {
+    fn sign(&self, _snap: &ClusterState, pod: &Pod, sig: &mut Signature) -> bool {
         sig.add(self.name(), &tolerates_unschedulable(pod));
         true
     }
     fn filters(&self) -> bool {
         true
     }
-    fn pre_filter(&self, snap: &Snapshot, pod: &Pod, _state: &mut CycleState) -> PreFilter {
+    fn pre_filter(&self, snap: &ClusterState, pod: &Pod, _state: &mut CycleState) -> PreFilter {
         if !snap.any_unschedulable_node || tolerates_unschedulable(pod) {
             PreFilter::Skip
         } else {
@@ -37,7 +37,7 @@ impl Plugin for NodeUnschedulable {
     }
     fn filter(
         &self,
-        snap: &Snapshot,
+        snap: &ClusterState,
         _pod: &Pod,
         _state: &CycleState,
         node: NodeId,

@@ -11,7 +11,7 @@ use lockstep_model::{
 
 use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason, Signature};
 use crate::plugins::node_affinity::required_matches;
-use crate::snapshot::Snapshot;
+use crate::state::ClusterState;
 
 pub const HOSTNAME_KEY: &str = "kubernetes.io/hostname";
 
@@ -46,7 +46,12 @@ fn constraint_selects(c: &TopologySpreadConstraint, pod: &Pod, other: &Pod) -> b
             .is_some_and(|s| s.matches(&other.labels))
 }
 
-fn count_on_node(snap: &Snapshot, c: &TopologySpreadConstraint, pod: &Pod, node: NodeId) -> i64 {
+fn count_on_node(
+    snap: &ClusterState,
+    c: &TopologySpreadConstraint,
+    pod: &Pod,
+    node: NodeId,
+) -> i64 {
     snap.pods_on(node)
         .iter()
         .filter(|p| constraint_selects(c, pod, snap.pod(**p)))
@@ -54,7 +59,12 @@ fn count_on_node(snap: &Snapshot, c: &TopologySpreadConstraint, pod: &Pod, node:
 }
 
 /// Whether the node counts for the constraint under its inclusion policies.
-fn node_included(snap: &Snapshot, c: &TopologySpreadConstraint, pod: &Pod, node: NodeId) -> bool {
+fn node_included(
+    snap: &ClusterState,
+    c: &TopologySpreadConstraint,
+    pod: &Pod,
+    node: NodeId,
+) -> bool {
     if c.node_affinity_policy == InclusionPolicy::Honor && !required_matches(snap, pod, node) {
         return false;
     }
@@ -83,7 +93,7 @@ fn select(pod: &Pod, when: WhenUnsatisfiable, out: &mut Vec<usize>) {
     );
 }
 
-fn has_all_keys(snap: &Snapshot, pod: &Pod, idx: &[usize], node: NodeId) -> bool {
+fn has_all_keys(snap: &ClusterState, pod: &Pod, idx: &[usize], node: NodeId) -> bool {
     let labels = &snap.cluster.nodes[node.index()].labels;
     idx.iter()
         .all(|&i| labels.contains_key(&pod.topology_spread[i].topology_key))
@@ -93,7 +103,7 @@ impl Plugin for PodTopologySpread {
     fn name(&self) -> &'static str {
         "PodTopologySpread"
     }
-    fn sign(&self, _snap: &Snapshot, pod: &Pod, _sig: &mut Signature) -> bool {
+    fn sign(&self, _snap: &ClusterState, pod: &Pod, _sig: &mut Signature) -> bool {
         // Spreading depends on pods on every node.
         pod.topology_spread.is_empty()
     }
@@ -104,15 +114,15 @@ impl Plugin for PodTopologySpread {
         true
     }
 
-    fn pre_filter(&self, snap: &Snapshot, pod: &Pod, state: &mut CycleState) -> PreFilter {
+    fn pre_filter(&self, snap: &ClusterState, pod: &Pod, state: &mut CycleState) -> PreFilter {
         let s = &mut state.spread_filter;
         select(pod, WhenUnsatisfiable::DoNotSchedule, &mut s.constraints);
         if s.constraints.is_empty() {
             return PreFilter::Skip;
         }
         s.counts = vec![HashMap::new(); s.constraints.len()];
-        for n in 0..snap.num_nodes() {
-            let node = NodeId(n as u32);
+        for &node in snap.nodes() {
+            let n = node.index();
             if !has_all_keys(snap, pod, &s.constraints, node) {
                 continue;
             }
@@ -148,7 +158,7 @@ impl Plugin for PodTopologySpread {
 
     fn filter(
         &self,
-        snap: &Snapshot,
+        snap: &ClusterState,
         pod: &Pod,
         state: &CycleState,
         node: NodeId,
@@ -174,7 +184,7 @@ impl Plugin for PodTopologySpread {
 
     fn pre_score(
         &self,
-        snap: &Snapshot,
+        snap: &ClusterState,
         pod: &Pod,
         state: &mut CycleState,
         feasible: &[NodeId],
@@ -216,8 +226,8 @@ impl Plugin for PodTopologySpread {
             s.weights.push(((size + 2) as f64).ln());
         }
         // Count matching pods over every node that has all keys and passes the policies.
-        for n in 0..snap.num_nodes() {
-            let node = NodeId(n as u32);
+        for &node in snap.nodes() {
+            let n = node.index();
             if !has_all_keys(snap, pod, &s.constraints, node) {
                 continue;
             }
@@ -237,7 +247,7 @@ impl Plugin for PodTopologySpread {
         true
     }
 
-    fn score(&self, snap: &Snapshot, pod: &Pod, state: &CycleState, node: NodeId) -> i64 {
+    fn score(&self, snap: &ClusterState, pod: &Pod, state: &CycleState, node: NodeId) -> i64 {
         let s = &state.spread_score;
         if s.ignored.contains(&node) {
             return 0;

@@ -4,13 +4,13 @@
 use lockstep_model::{NodeId, Pod, TaintEffect};
 
 use crate::framework::{CycleState, Plugin, PreFilter, Reason, Signature, default_normalize};
-use crate::snapshot::Snapshot;
+use crate::state::ClusterState;
 
 pub struct TaintToleration;
 
-/// Whether `node` has a NoSchedule/NoExecute taint the pod does not tolerate.
-fn any_untolerated(snap: &Snapshot, pod: &Pod, node: NodeId) -> bool {
-    snap.cluster.nodes[node.index()].taints.iter().any(|t| {
+/// Whether `taints` hold a NoSchedule/NoExecute taint the pod does not tolerate.
+fn any_untolerated(taints: &[lockstep_model::Taint], pod: &Pod) -> bool {
+    taints.iter().any(|t| {
         t.effect != TaintEffect::PreferNoSchedule
             && !pod.tolerations.iter().any(|tol| tol.tolerates(t))
     })
@@ -20,7 +20,7 @@ impl Plugin for TaintToleration {
     fn name(&self) -> &'static str {
         "TaintToleration"
     }
-    fn sign(&self, snap: &Snapshot, pod: &Pod, sig: &mut Signature) -> bool {
+    fn sign(&self, snap: &ClusterState, pod: &Pod, sig: &mut Signature) -> bool {
         sig.add(self.name(), &pod.tolerations);
         // The PreferNoSchedule score is normalised by the worst feasible node: it depends
         // on the other nodes.
@@ -32,22 +32,22 @@ impl Plugin for TaintToleration {
     fn scores(&self) -> bool {
         true
     }
-    fn pre_filter(&self, snap: &Snapshot, pod: &Pod, state: &mut CycleState) -> PreFilter {
+    fn pre_filter(&self, snap: &ClusterState, pod: &Pod, state: &mut CycleState) -> PreFilter {
         if !snap.any_hard_taint {
             return PreFilter::Skip;
         }
         // Judge each distinct taint set once; nodes look their set's verdict up.
         state.taint_verdicts.clear();
         state.taint_verdicts.extend(
-            snap.taint_set_nodes
+            snap.taint_sets
                 .iter()
-                .map(|&node| any_untolerated(snap, pod, node)),
+                .map(|taints| any_untolerated(taints, pod)),
         );
         PreFilter::Run
     }
     fn filter(
         &self,
-        snap: &Snapshot,
+        snap: &ClusterState,
         _pod: &Pod,
         state: &CycleState,
         node: NodeId,
@@ -62,7 +62,7 @@ impl Plugin for TaintToleration {
     }
     fn pre_score(
         &self,
-        snap: &Snapshot,
+        snap: &ClusterState,
         _pod: &Pod,
         _state: &mut CycleState,
         _feasible: &[NodeId],
@@ -70,7 +70,7 @@ impl Plugin for TaintToleration {
         // With no PreferNoSchedule taint anywhere every node scores the same.
         snap.any_prefer_no_schedule_taint
     }
-    fn score(&self, snap: &Snapshot, pod: &Pod, _state: &CycleState, node: NodeId) -> i64 {
+    fn score(&self, snap: &ClusterState, pod: &Pod, _state: &CycleState, node: NodeId) -> i64 {
         snap.cluster.nodes[node.index()]
             .taints
             .iter()
