@@ -27,4 +27,7 @@ pub use preemption::{Eviction, GangPreemption};
 pub use scheduler::{
     AllocatedDevice, ClaimDevices, Decisions, GroupStatus, Options, Scheduler, SetupError, schedule,
 };
-pub use state::ClusterState;
+pub use state::{
+    Applied, Change, ChangeError, ClusterState, Key, Kind, Object, PodHandle, cluster_of,
+    objects_of,
+};

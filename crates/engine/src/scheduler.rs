@@ -483,6 +483,7 @@ impl Scheduler {
                 message,
             });
         }
+        decisions.pod_groups.sort_by(|a, b| a.name.cmp(&b.name));
         decisions
     }
 

@@ -353,54 +353,9 @@ impl ClusterState {
     /// naming a node that does not exist hold nothing. Fails when an object is defined twice
     /// or the DRA objects are invalid (a CEL selector that does not compile, say).
     pub fn from_cluster(cluster: Cluster) -> Result<ClusterState, ChangeError> {
-        let Cluster {
-            resources,
-            nodes,
-            pods,
-            priority_classes,
-            pod_disruption_budgets,
-            namespaces,
-            pod_groups,
-            composite_pod_groups,
-            workloads,
-            device_classes,
-            resource_slices,
-            resource_claims,
-            resource_claim_templates,
-        } = cluster;
+        let (resources, objects) = objects_of(cluster);
         let mut state = ClusterState::empty(resources);
-        let changes = nodes
-            .into_iter()
-            .map(Object::Node)
-            .chain(priority_classes.into_iter().map(Object::PriorityClass))
-            .chain(
-                namespaces
-                    .into_iter()
-                    .map(|(name, labels)| Object::Namespace { name, labels }),
-            )
-            .chain(
-                pod_disruption_budgets
-                    .into_iter()
-                    .map(Object::PodDisruptionBudget),
-            )
-            .chain(workloads.into_iter().map(Object::Workload))
-            .chain(
-                composite_pod_groups
-                    .into_iter()
-                    .map(Object::CompositePodGroup),
-            )
-            .chain(pod_groups.into_iter().map(Object::PodGroup))
-            .chain(device_classes.into_iter().map(Object::DeviceClass))
-            .chain(resource_slices.into_iter().map(Object::ResourceSlice))
-            .chain(
-                resource_claim_templates
-                    .into_iter()
-                    .map(Object::ResourceClaimTemplate),
-            )
-            .chain(resource_claims.into_iter().map(Object::ResourceClaim))
-            .chain(pods.into_iter().map(Object::Pod))
-            .map(Change::Add);
-        state.apply_all(changes)?;
+        state.apply_all(objects.into_iter().map(Change::Add))?;
         Ok(state)
     }
 
@@ -582,7 +537,13 @@ impl ClusterState {
         let kind = match change {
             Change::Add(o) | Change::Update(o) => o.kind(),
             Change::Delete(k, _) => *k,
-            Change::Bind { .. } => return false,
+            // Placed by name order with the other running pods, as a loaded cluster is.
+            Change::Bind { pod, .. } => {
+                return self.dra.is_some()
+                    && self.pod_id(&pod.namespace, &pod.name).is_some_and(|id| {
+                        !self.cluster.pods[id.index()].resource_claims.is_empty()
+                    });
+            }
         };
         match kind {
             Kind::DeviceClass
@@ -1509,7 +1470,15 @@ impl ClusterState {
             .filter(|&p| self.node_of(p).is_none())
             .map(|p| {
                 let pod = &c.pods[p.index()];
-                format!("{} {:?} {:?}", pod.key(), pod.node_name, self.claims(p))
+                let claims = match (self.claims(p), self.dra.as_ref()) {
+                    (PodClaims::Refs(refs), Some(dra)) => refs
+                        .iter()
+                        .map(|r| dra.claim_key(*r).to_string())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    (other, _) => format!("{other:?}"),
+                };
+                format!("{} {:?} {claims}", pod.key(), pod.node_name)
             })
             .collect();
         pending.sort();
@@ -1528,6 +1497,85 @@ impl ClusterState {
         );
         out
     }
+}
+
+/// A cluster's objects, each kind in the cluster's order: nodes, then the kinds pods and
+/// groups refer to, then pods (the order [`ClusterState::from_cluster`] adds them in).
+pub fn objects_of(cluster: Cluster) -> (ResourceNames, Vec<Object>) {
+    let Cluster {
+        resources,
+        nodes,
+        pods,
+        priority_classes,
+        pod_disruption_budgets,
+        namespaces,
+        pod_groups,
+        composite_pod_groups,
+        workloads,
+        device_classes,
+        resource_slices,
+        resource_claims,
+        resource_claim_templates,
+    } = cluster;
+    let objects = nodes
+        .into_iter()
+        .map(Object::Node)
+        .chain(priority_classes.into_iter().map(Object::PriorityClass))
+        .chain(
+            namespaces
+                .into_iter()
+                .map(|(name, labels)| Object::Namespace { name, labels }),
+        )
+        .chain(
+            pod_disruption_budgets
+                .into_iter()
+                .map(Object::PodDisruptionBudget),
+        )
+        .chain(workloads.into_iter().map(Object::Workload))
+        .chain(
+            composite_pod_groups
+                .into_iter()
+                .map(Object::CompositePodGroup),
+        )
+        .chain(pod_groups.into_iter().map(Object::PodGroup))
+        .chain(device_classes.into_iter().map(Object::DeviceClass))
+        .chain(resource_slices.into_iter().map(Object::ResourceSlice))
+        .chain(
+            resource_claim_templates
+                .into_iter()
+                .map(Object::ResourceClaimTemplate),
+        )
+        .chain(resource_claims.into_iter().map(Object::ResourceClaim))
+        .chain(pods.into_iter().map(Object::Pod))
+        .collect();
+    (resources, objects)
+}
+
+/// A cluster holding `objects` (the inverse of [`objects_of`]).
+pub fn cluster_of(resources: ResourceNames, objects: impl IntoIterator<Item = Object>) -> Cluster {
+    let mut c = Cluster {
+        resources,
+        ..Cluster::default()
+    };
+    for o in objects {
+        match o {
+            Object::Node(o) => c.nodes.push(o),
+            Object::Pod(o) => c.pods.push(o),
+            Object::PriorityClass(o) => c.priority_classes.push(o),
+            Object::PodDisruptionBudget(o) => c.pod_disruption_budgets.push(o),
+            Object::Namespace { name, labels } => {
+                c.namespaces.insert(name, labels);
+            }
+            Object::Workload(o) => c.workloads.push(o),
+            Object::PodGroup(o) => c.pod_groups.push(o),
+            Object::CompositePodGroup(o) => c.composite_pod_groups.push(o),
+            Object::DeviceClass(o) => c.device_classes.push(o),
+            Object::ResourceSlice(o) => c.resource_slices.push(o),
+            Object::ResourceClaim(o) => c.resource_claims.push(o),
+            Object::ResourceClaimTemplate(o) => c.resource_claim_templates.push(o),
+        }
+    }
+    c
 }
 
 fn blank_node() -> Node {
