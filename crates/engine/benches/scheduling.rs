@@ -1,10 +1,10 @@
 //! scheduler_perf shapes, in process, each with opportunistic batching off and on: build
-//! the cluster once, then time snapshot + scheduling of every pending pod.
+//! the cluster once, then time building the cluster state + scheduling of every pending pod.
 //! Run all with `cargo bench -p lockstep-engine`.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use lockstep_engine::testkit;
-use lockstep_engine::{Options, schedule};
+use lockstep_engine::{Options, Scheduler};
 use lockstep_model::Cluster;
 
 fn bench_shape(
@@ -28,18 +28,24 @@ fn bench_shape(
             },
         );
         group.bench_with_input(id, cluster, |b, cluster| {
-            b.iter(|| {
-                let d = schedule(
-                    cluster,
-                    Options {
-                        batching,
-                        ..Options::default()
-                    },
-                )
-                .expect("default profile");
-                assert_eq!(d.bindings.len(), expect_bound);
-                d
-            })
+            // The cluster state takes its objects: each run gets a copy, made untimed.
+            b.iter_batched(
+                || cluster.clone(),
+                |objects| {
+                    let d = Scheduler::from_cluster(
+                        objects,
+                        Options {
+                            batching,
+                            ..Options::default()
+                        },
+                    )
+                    .expect("default profile")
+                    .run();
+                    assert_eq!(d.bindings.len(), expect_bound);
+                    d
+                },
+                criterion::BatchSize::LargeInput,
+            )
         });
     }
     group.finish();

@@ -14,7 +14,9 @@
 //! are in use) rebuilds the device state, and the group tree is rebuilt by the scheduler on
 //! the next pass after a pod or group change.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use lockstep_dra::{ClaimRef, DraError, DraInputs, DraState, NodeAllocation};
@@ -149,6 +151,24 @@ impl Object {
         }
     }
 
+    /// The object's namespace (empty for cluster-scoped kinds) and name, borrowed.
+    pub fn names(&self) -> (&str, &str) {
+        match self {
+            Object::Node(o) => ("", &o.name),
+            Object::Pod(o) => (&o.namespace, &o.name),
+            Object::PriorityClass(o) => ("", &o.name),
+            Object::PodDisruptionBudget(o) => (&o.namespace, &o.name),
+            Object::Namespace { name, .. } => ("", name),
+            Object::Workload(o) => (&o.namespace, &o.name),
+            Object::PodGroup(o) => (&o.namespace, &o.name),
+            Object::CompositePodGroup(o) => (&o.namespace, &o.name),
+            Object::DeviceClass(o) => ("", &o.name),
+            Object::ResourceSlice(o) => ("", &o.name),
+            Object::ResourceClaim(o) => (&o.namespace, &o.name),
+            Object::ResourceClaimTemplate(o) => (&o.namespace, &o.name),
+        }
+    }
+
     pub fn key(&self) -> Key {
         match self {
             Object::Node(o) => Key::cluster(&o.name),
@@ -240,8 +260,9 @@ pub struct ClusterState {
     pods_on_node: Vec<Vec<PodId>>,
     node_of: Vec<Option<NodeId>>,
     node_ids: HashMap<String, NodeId>,
-    /// Namespace, then name.
-    pod_ids: HashMap<String, HashMap<String, PodId>>,
+    /// Live pods by namespace and name, hashed from the pod objects themselves (no copy of
+    /// the names).
+    pod_index: hashbrown::HashTable<PodId>,
     node_live: Vec<bool>,
     node_generation: Vec<u32>,
     free_nodes: Vec<NodeId>,
@@ -254,6 +275,8 @@ pub struct ClusterState {
     /// Bound pods whose node is not in the state, by node name: they hold nothing until
     /// the node arrives.
     orphans: HashMap<String, Vec<PodId>>,
+    /// Bound pods added by `apply_all`, placed at its end.
+    loaded_bound: Vec<PodId>,
     unschedulable_nodes: u32,
     hard_taint_nodes: u32,
     prefer_taint_nodes: u32,
@@ -312,8 +335,8 @@ impl ClusterState {
             ports: Vec::new(),
             pods_on_node: Vec::new(),
             node_of: Vec::new(),
-            node_ids: HashMap::new(),
-            pod_ids: HashMap::new(),
+            node_ids: HashMap::default(),
+            pod_index: hashbrown::HashTable::new(),
             node_live: Vec::new(),
             node_generation: Vec::new(),
             free_nodes: Vec::new(),
@@ -322,7 +345,8 @@ impl ClusterState {
             free_pods: Vec::new(),
             order: Vec::new(),
             rank: Vec::new(),
-            orphans: HashMap::new(),
+            orphans: HashMap::default(),
+            loaded_bound: Vec::new(),
             unschedulable_nodes: 0,
             hard_taint_nodes: 0,
             prefer_taint_nodes: 0,
@@ -331,7 +355,7 @@ impl ClusterState {
             any_prefer_no_schedule_taint: false,
             node_taint_set: Vec::new(),
             taint_sets: Vec::new(),
-            taint_set_ids: HashMap::new(),
+            taint_set_ids: HashMap::default(),
             bound_with_affinity: 0,
             bound_with_required_anti_affinity: 0,
             generation: 0,
@@ -352,16 +376,33 @@ impl ClusterState {
     /// pod ids are then the objects' positions in `cluster.nodes` and `cluster.pods`. Pods
     /// naming a node that does not exist hold nothing. Fails when an object is defined twice
     /// or the DRA objects are invalid (a CEL selector that does not compile, say).
-    pub fn from_cluster(cluster: Cluster) -> Result<ClusterState, ChangeError> {
-        let (resources, objects) = objects_of(cluster);
-        let mut state = ClusterState::empty(resources);
-        state.apply_all(objects.into_iter().map(Change::Add))?;
+    pub fn from_cluster(mut cluster: Cluster) -> Result<ClusterState, ChangeError> {
+        let mut state = ClusterState::empty(std::mem::take(&mut cluster.resources));
+        state.reserve(cluster.nodes.len(), 0);
+        // Pods, the bulk of a cluster, are added in one piece after the other kinds.
+        let pods = std::mem::take(&mut cluster.pods);
+        state.load(object_iter(cluster).map(Change::Add), pods)?;
         Ok(state)
     }
 
     /// The state of a cluster held elsewhere (a copy of its objects).
     pub fn new(cluster: &Cluster) -> Result<ClusterState, ChangeError> {
         ClusterState::from_cluster(cluster.clone())
+    }
+
+    /// Makes room for `nodes` more nodes and `pods` more pods.
+    pub fn reserve(&mut self, nodes: usize, pods: usize) {
+        let c = Arc::make_mut(&mut self.cluster);
+        c.nodes.reserve(nodes);
+        c.pods.reserve(pods);
+        self.node_of.reserve(pods);
+        self.claims.reserve(pods);
+        self.allocations.reserve(pods);
+        self.pod_live.reserve(pods);
+        self.pod_generation.reserve(pods);
+        self.allocatable.reserve(nodes * self.width);
+        self.requested.reserve(nodes * self.width);
+        self.node_ids.reserve(nodes);
     }
 
     /// The resource names objects are interned in: a front end interns a new resource here
@@ -412,33 +453,66 @@ impl ClusterState {
         &mut self,
         changes: impl IntoIterator<Item = Change>,
     ) -> Result<(), ChangeError> {
+        self.load(changes, Vec::new())
+    }
+
+    /// [`apply_all`](Self::apply_all), then `pods` added.
+    fn load(
+        &mut self,
+        changes: impl IntoIterator<Item = Change>,
+        pods: Vec<Pod>,
+    ) -> Result<(), ChangeError> {
         self.widen();
         let mut dra = false;
         for change in changes {
+            // A new pod is checked by its insertion into the name index (one lookup
+            // instead of two): a second pod of the name is refused there.
+            if let Change::Add(Object::Pod(pod)) = change {
+                dra |= !pod.resource_claims.is_empty();
+                self.generation += 1;
+                self.add_new_pod(pod, true)?;
+                continue;
+            }
             self.check(&change)?;
             dra |= self.touches_dra(&change);
             self.apply_unchecked(change, true);
         }
+        dra |= self.add_pods(pods)?;
         if dra || (self.dra.is_none() && self.wants_dra()) {
             self.rebuild_dra()?;
         }
-        let mut deferred: Vec<PodId> = self
+        let mut deferred = std::mem::take(&mut self.loaded_bound);
+        // Pods that waited for a node this load added.
+        let arrived: Vec<String> = self
             .orphans
-            .iter()
-            .filter(|(node, _)| self.node_ids.contains_key(*node))
-            .flat_map(|(_, pods)| pods.iter().copied())
+            .keys()
+            .filter(|node| self.node_ids.contains_key(*node))
+            .cloned()
             .collect();
+        for node in arrived {
+            deferred.extend(self.orphans.remove(&node).unwrap_or_default());
+        }
         let cluster = Arc::clone(&self.cluster);
-        deferred.sort_by(|&a, &b| {
+        // A pod the load added and then deleted or changed is placed as it is now.
+        deferred.retain(|p| {
+            self.pod_live[p.index()]
+                && self.node_of[p.index()].is_none()
+                && cluster.pods[p.index()].is_bound()
+        });
+        deferred.sort_unstable_by(|&a, &b| {
             let (pa, pb) = (&cluster.pods[a.index()], &cluster.pods[b.index()]);
             (&pa.namespace, &pa.name).cmp(&(&pb.namespace, &pb.name))
         });
+        deferred.dedup();
         for id in deferred {
-            let pod = &cluster.pods[id.index()];
-            let name = pod.node_name.as_deref().expect("orphans are bound");
-            let node = self.node_ids[name];
-            self.remove_orphan(id, name);
-            self.assume(id, node);
+            let name = cluster.pods[id.index()]
+                .node_name
+                .as_deref()
+                .expect("bound");
+            match self.node_ids.get(name) {
+                Some(&node) => self.assume(id, node),
+                None => self.orphans.entry(name.to_string()).or_default().push(id),
+            }
         }
         self.finish();
         Ok(())
@@ -448,19 +522,25 @@ impl ClusterState {
     fn check(&self, change: &Change) -> Result<(), ChangeError> {
         match change {
             Change::Add(o) => {
-                let (kind, key) = (o.kind(), o.key());
-                if self.exists(kind, &key) {
-                    return Err(ChangeError::Duplicate { kind, key });
+                let (ns, name) = o.names();
+                if self.exists(o.kind(), ns, name) {
+                    return Err(ChangeError::Duplicate {
+                        kind: o.kind(),
+                        key: o.key(),
+                    });
                 }
             }
             Change::Update(o) => {
-                let (kind, key) = (o.kind(), o.key());
-                if !self.exists(kind, &key) {
-                    return Err(ChangeError::Missing { kind, key });
+                let (ns, name) = o.names();
+                if !self.exists(o.kind(), ns, name) {
+                    return Err(ChangeError::Missing {
+                        kind: o.kind(),
+                        key: o.key(),
+                    });
                 }
             }
             Change::Delete(kind, key) => {
-                if !self.exists(*kind, key) {
+                if !self.exists(*kind, &key.namespace, &key.name) {
                     return Err(ChangeError::Missing {
                         kind: *kind,
                         key: key.clone(),
@@ -495,9 +575,8 @@ impl ClusterState {
         Ok(())
     }
 
-    fn exists(&self, kind: Kind, key: &Key) -> bool {
+    fn exists(&self, kind: Kind, ns: &str, name: &str) -> bool {
         let c = &self.cluster;
-        let (ns, name) = (key.namespace.as_str(), key.name.as_str());
         match kind {
             Kind::Node => self.node_ids.contains_key(name),
             Kind::Pod => self.pod_id(ns, name).is_some(),
@@ -567,12 +646,15 @@ impl ClusterState {
                     }
                     _ => false,
                 };
-                let key = match change {
-                    Change::Add(o) | Change::Update(o) => o.key(),
-                    Change::Delete(_, k) => k.clone(),
+                let (ns, name) = match change {
+                    Change::Add(o) | Change::Update(o) => o.names(),
+                    Change::Delete(_, k) => (k.namespace.as_str(), k.name.as_str()),
                     Change::Bind { .. } => return false,
                 };
-                let old = self.pod_id(&key.namespace, &key.name).is_some_and(|id| {
+                if self.dra.is_none() && !new {
+                    return false;
+                }
+                let old = self.pod_id(ns, name).is_some_and(|id| {
                     let p = &self.cluster.pods[id.index()];
                     !p.resource_claims.is_empty() && p.is_bound()
                 });
@@ -763,44 +845,113 @@ impl ClusterState {
     }
 
     fn add_pod(&mut self, pod: Pod, loading: bool) -> PodId {
-        let id = match self.free_pods.pop() {
-            Some(id) => id,
-            None => {
-                let id = PodId(self.pod_live.len() as u32);
-                self.node_of.push(None);
-                self.claims.push(PodClaims::None);
-                self.allocations.push(None);
-                self.pod_live.push(false);
-                self.pod_generation.push(0);
-                Arc::make_mut(&mut self.cluster).pods.push(pod.clone());
-                id
-            }
-        };
-        self.pod_live[id.index()] = true;
-        self.pod_ids
-            .entry(pod.namespace.clone())
-            .or_default()
-            .insert(pod.name.clone(), id);
-        self.set_pod(id, pod, loading);
-        id
+        self.add_new_pod(pod, loading)
+            .expect("checked: no pod of the name")
     }
 
-    /// Writes a live pod's object, claims and shape, and places it when it is bound.
+    /// Adds a pod, refusing (with nothing changed) a second pod of the same name.
+    fn add_new_pod(&mut self, pod: Pod, loading: bool) -> Result<PodId, ChangeError> {
+        let id = match self.free_pods.pop() {
+            Some(id) => {
+                Arc::make_mut(&mut self.cluster).pods[id.index()] = pod;
+                id
+            }
+            None => {
+                Arc::make_mut(&mut self.cluster).pods.push(pod);
+                self.grow_pod_slots(1);
+                PodId(self.pod_live.len() as u32 - 1)
+            }
+        };
+        self.register_pod(id, loading)
+    }
+
+    /// Adds many pods at once (their objects move into the state in one piece), while
+    /// loading. Returns whether any names claims.
+    fn add_pods(&mut self, pods: Vec<Pod>) -> Result<bool, ChangeError> {
+        let first = self.pod_live.len();
+        let n = pods.len();
+        let claims = pods.iter().any(|p| !p.resource_claims.is_empty());
+        let c = Arc::make_mut(&mut self.cluster);
+        debug_assert_eq!(c.pods.len(), first, "pod objects and slots agree");
+        if c.pods.is_empty() {
+            c.pods = pods;
+        } else {
+            c.pods.extend(pods);
+        }
+        self.grow_pod_slots(n);
+        for i in first..first + n {
+            self.generation += 1;
+            self.register_pod(PodId(i as u32), true)?;
+        }
+        Ok(claims)
+    }
+
+    fn grow_pod_slots(&mut self, n: usize) {
+        let len = self.pod_live.len() + n;
+        self.node_of.resize(len, None);
+        self.claims.resize(len, PodClaims::None);
+        self.allocations.resize(len, None);
+        self.pod_live.resize(len, false);
+        self.pod_generation.resize(len, 0);
+    }
+
+    /// Indexes the pod in slot `id` by name and counts it; a second pod of the name is
+    /// refused and its slot freed.
+    fn register_pod(&mut self, id: PodId, loading: bool) -> Result<PodId, ChangeError> {
+        let pods = &self.cluster.pods;
+        let pod = &pods[id.index()];
+        match self.pod_index.entry(
+            name_hash(&pod.namespace, &pod.name),
+            |&p| pods[p.index()].namespace == pod.namespace && pods[p.index()].name == pod.name,
+            |&p| name_hash(&pods[p.index()].namespace, &pods[p.index()].name),
+        ) {
+            hashbrown::hash_table::Entry::Occupied(_) => {
+                let key = Key::namespaced(&pod.namespace, &pod.name);
+                let blank = &mut Arc::make_mut(&mut self.cluster).pods[id.index()];
+                blank.phase = PodPhase::Succeeded;
+                blank.node_name = None;
+                blank.pod_group = None;
+                self.free_pods.push(id);
+                return Err(ChangeError::Duplicate {
+                    kind: Kind::Pod,
+                    key,
+                });
+            }
+            hashbrown::hash_table::Entry::Vacant(v) => {
+                v.insert(id);
+            }
+        }
+        self.pod_live[id.index()] = true;
+        self.index_pod(id, loading);
+        Ok(id)
+    }
+
+    /// Writes a live pod's object, then indexes it.
     fn set_pod(&mut self, id: PodId, pod: Pod, loading: bool) {
+        Arc::make_mut(&mut self.cluster).pods[id.index()] = pod;
+        self.index_pod(id, loading);
+    }
+
+    /// Counts a live pod's claims and shape, and places it when it is bound (while loading,
+    /// at the end of the load).
+    fn index_pod(&mut self, id: PodId, loading: bool) {
         self.revision += 1;
-        if !pod.resource_claims.is_empty() {
+        if !self.cluster.pods[id.index()].resource_claims.is_empty() {
             self.pods_with_claims += 1;
         }
-        Arc::make_mut(&mut self.cluster).pods[id.index()] = pod;
         let claims = resolve_claims(self.dra.as_ref(), &self.cluster, id);
         self.claims[id.index()] = claims;
         self.count_shape(id, 1);
         let pod = &self.cluster.pods[id.index()];
         if pod.is_bound() {
-            let name = pod.node_name.clone().expect("bound");
-            match self.node_ids.get(&name) {
-                Some(&node) if !loading => self.assume(id, node),
-                _ => self.orphans.entry(name).or_default().push(id),
+            if loading {
+                self.loaded_bound.push(id);
+                return;
+            }
+            let name = pod.node_name.as_deref().expect("bound");
+            match self.node_ids.get(name) {
+                Some(&node) => self.assume(id, node),
+                None => self.orphans.entry(name.to_string()).or_default().push(id),
             }
         }
     }
@@ -839,11 +990,9 @@ impl ClusterState {
         self.unset_pod(id);
         let cluster = Arc::make_mut(&mut self.cluster);
         let pod = &mut cluster.pods[id.index()];
-        if let Some(names) = self.pod_ids.get_mut(&pod.namespace) {
-            names.remove(&pod.name);
-            if names.is_empty() {
-                self.pod_ids.remove(&pod.namespace);
-            }
+        let hash = name_hash(&pod.namespace, &pod.name);
+        if let Ok(entry) = self.pod_index.find_entry(hash, |&p| p == id) {
+            entry.remove();
         }
         // A blank that nothing schedules, counts or groups.
         pod.phase = PodPhase::Succeeded;
@@ -1247,7 +1396,12 @@ impl ClusterState {
     }
 
     pub fn pod_id(&self, namespace: &str, name: &str) -> Option<PodId> {
-        self.pod_ids.get(namespace)?.get(name).copied()
+        let pods = &self.cluster.pods;
+        self.pod_index
+            .find(name_hash(namespace, name), |&p| {
+                pods[p.index()].namespace == namespace && pods[p.index()].name == name
+            })
+            .copied()
     }
 
     /// The live nodes, in name order.
@@ -1501,9 +1655,15 @@ impl ClusterState {
 
 /// A cluster's objects, each kind in the cluster's order: nodes, then the kinds pods and
 /// groups refer to, then pods (the order [`ClusterState::from_cluster`] adds them in).
-pub fn objects_of(cluster: Cluster) -> (ResourceNames, Vec<Object>) {
+pub fn objects_of(mut cluster: Cluster) -> (ResourceNames, Vec<Object>) {
+    let resources = std::mem::take(&mut cluster.resources);
+    (resources, object_iter(cluster).collect())
+}
+
+/// The objects of [`objects_of`], moved out one at a time.
+fn object_iter(cluster: Cluster) -> impl Iterator<Item = Object> {
     let Cluster {
-        resources,
+        resources: _,
         nodes,
         pods,
         priority_classes,
@@ -1517,7 +1677,7 @@ pub fn objects_of(cluster: Cluster) -> (ResourceNames, Vec<Object>) {
         resource_claims,
         resource_claim_templates,
     } = cluster;
-    let objects = nodes
+    nodes
         .into_iter()
         .map(Object::Node)
         .chain(priority_classes.into_iter().map(Object::PriorityClass))
@@ -1547,8 +1707,6 @@ pub fn objects_of(cluster: Cluster) -> (ResourceNames, Vec<Object>) {
         )
         .chain(resource_claims.into_iter().map(Object::ResourceClaim))
         .chain(pods.into_iter().map(Object::Pod))
-        .collect();
-    (resources, objects)
 }
 
 /// A cluster holding `objects` (the inverse of [`objects_of`]).
@@ -1576,6 +1734,15 @@ pub fn cluster_of(resources: ResourceNames, objects: impl IntoIterator<Item = Ob
         }
     }
     c
+}
+
+/// The hash a pod is indexed by.
+fn name_hash(namespace: &str, name: &str) -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let mut h = rustc_hash::FxBuildHasher.build_hasher();
+    namespace.hash(&mut h);
+    name.hash(&mut h);
+    h.finish()
 }
 
 fn blank_node() -> Node {
