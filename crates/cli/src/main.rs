@@ -184,12 +184,16 @@ fn schedule(args: &ScheduleArgs) -> Result<String> {
     if let Some(file) = &args.estimate {
         return estimate(args, options, sources, file);
     }
-    let loaded = lockstep_manifests::load(&sources).map_err(|e| anyhow!("{e}"))?;
+    let mut loaded = lockstep_manifests::load(&sources).map_err(|e| anyhow!("{e}"))?;
     report_warnings(&loaded, args.strict)?;
-    let decisions =
-        lockstep_engine::schedule(&loaded.cluster, options).map_err(|e| setup_error(&loaded, e))?;
-    let mut report = output::Report::new(&loaded.cluster, &decisions);
-    report.summarize_owners(&loaded.cluster, &loaded.owners);
+    // The cluster state takes the loaded objects (ids stay their positions in the cluster).
+    let cluster = std::mem::take(&mut loaded.cluster);
+    let mut scheduler = lockstep_engine::Scheduler::from_cluster(cluster, options)
+        .map_err(|e| setup_error(&loaded, e))?;
+    let decisions = scheduler.run();
+    let cluster = &scheduler.state().cluster;
+    let mut report = output::Report::new(cluster, &decisions);
+    report.summarize_owners(cluster, &loaded.owners);
     Ok(match args.output {
         Format::Table => report.table(),
         Format::Json => serde_json::to_string_pretty(&report)? + "\n",

@@ -4,8 +4,8 @@
 //! `cargo bench -p lockstep-engine --bench dra`.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use lockstep_engine::testkit;
 use lockstep_engine::{Options, schedule};
+use lockstep_testkit as testkit;
 
 fn dra(c: &mut Criterion) {
     let mut group = c.benchmark_group("DRA");

@@ -1,9 +1,9 @@
 //! scheduler_perf's gang shapes, in process. Run with `cargo bench -p lockstep-engine --bench gang`.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use lockstep_engine::testkit::{self, GI};
 use lockstep_engine::{Options, schedule};
 use lockstep_model::Cluster;
+use lockstep_testkit::{self as testkit, GI};
 
 /// 5000 nodes (4 CPU) and `gangs` gangs of 3 pods (minCount 3) of 100m / 500Mi.
 fn gangs_of_three(gangs: usize) -> Cluster {

@@ -4,8 +4,8 @@
 //! construction of 20,000 running pods dominates the latter).
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use lockstep_engine::testkit;
 use lockstep_engine::{Options, schedule};
+use lockstep_testkit as testkit;
 
 fn preemption(c: &mut Criterion) {
     let mut group = c.benchmark_group("Preemption");

@@ -3,9 +3,9 @@
 //! Run all with `cargo bench -p lockstep-engine`.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use lockstep_engine::testkit;
 use lockstep_engine::{Options, Scheduler};
 use lockstep_model::Cluster;
+use lockstep_testkit as testkit;
 
 fn bench_shape(
     c: &mut Criterion,

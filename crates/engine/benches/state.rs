@@ -9,12 +9,12 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use lockstep_engine::testkit::{self, GI};
 use lockstep_engine::{Change, ClusterState, Key, Kind, Object};
 use lockstep_model::{
     Cluster, LabelSelector, Labels, PodAffinityTerm, PodPhase, TopologySpreadConstraint,
     WhenUnsatisfiable,
 };
+use lockstep_testkit::{self as testkit, GI};
 
 /// Counts the bytes allocated and not yet freed.
 struct Counting;

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use lockstep_engine::GangPreemption;
-use lockstep_engine::oracle::{Verdict, instance, judge};
+use lockstep_testkit::oracle::{Verdict, instance, judge};
 
 fn main() {
     let n: u64 = std::env::args()

@@ -5,8 +5,8 @@
 
 use std::time::Instant;
 
-use lockstep_engine::testkit;
 use lockstep_engine::{Options, Scheduler};
+use lockstep_testkit as testkit;
 
 fn peak_rss_mib() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

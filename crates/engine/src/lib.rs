@@ -13,12 +13,10 @@ pub mod cycle;
 pub mod estimate;
 pub mod framework;
 pub mod group;
-pub mod oracle;
 pub mod plugins;
 pub mod preemption;
 pub mod scheduler;
 pub mod state;
-pub mod testkit;
 
 pub use config::{KubeSchedulerConfiguration, Profile};
 pub use cycle::{FitError, Framework};

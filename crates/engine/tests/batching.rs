@@ -1,9 +1,9 @@
 //! Opportunistic batching: a batched run places every pod where an unbatched run does (on
 //! clusters below 100 nodes, where every node is evaluated), and it actually batches.
 
-use lockstep_engine::testkit::{self, GI};
 use lockstep_engine::{Decisions, Options, Scheduler};
 use lockstep_model::{Cluster, HostPort, TaintEffect, Toleration, TolerationOperator};
+use lockstep_testkit::{self as testkit, GI};
 use proptest::prelude::*;
 
 fn run(cluster: &Cluster, batching: bool) -> (Decisions, (u64, u64)) {

@@ -1,12 +1,12 @@
 //! Whole-cycle behaviour on clusters built in code.
 
-use lockstep_engine::testkit::{self, GI};
 use lockstep_engine::{Options, schedule};
 use lockstep_model::{
     Cluster, HostPort, InclusionPolicy, LabelSelector, NodeSelectorTerm, Operator, PodAffinityTerm,
     Requirement, TaintEffect, Toleration, TolerationOperator, TopologySpreadConstraint,
     WhenUnsatisfiable,
 };
+use lockstep_testkit::{self as testkit, GI};
 
 fn names(c: &Cluster, d: &lockstep_engine::Decisions) -> Vec<(String, String)> {
     d.bindings

@@ -1,8 +1,8 @@
 //! Gang scheduling through PodGroups and CompositePodGroups.
 
-use lockstep_engine::testkit::{self, GI};
 use lockstep_engine::{Decisions, Options, schedule};
 use lockstep_model::{Cluster, CompositePodGroup, DisruptionMode, GroupPolicy, PreemptionPolicy};
+use lockstep_testkit::{self as testkit, GI};
 
 fn bound_nodes(c: &Cluster, d: &Decisions, prefix: &str) -> Vec<String> {
     d.bindings

@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 
-use lockstep_engine::testkit::{self, GI};
 use lockstep_engine::{ClusterState, Options, schedule};
 use lockstep_model::{Cluster, GroupPolicy, NodeId, ResourceId};
+use lockstep_testkit::{self as testkit, GI};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]

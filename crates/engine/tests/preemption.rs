@@ -1,10 +1,10 @@
 //! Preemption: kube-scheduler's pod preemption and gang-aware victim selection.
 
-use lockstep_engine::testkit::{self, GI};
 use lockstep_engine::{Decisions, GangPreemption, Options, schedule};
 use lockstep_model::{
     Cluster, DisruptionMode, IntOrPercent, LabelSelector, PodDisruptionBudget, PreemptionPolicy,
 };
+use lockstep_testkit::{self as testkit, GI};
 
 fn nodes(c: &mut Cluster, names: &[&str], cpu: i64) {
     for n in names {

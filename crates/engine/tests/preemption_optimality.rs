@@ -4,7 +4,7 @@
 //! full distribution over more instances.)
 
 use lockstep_engine::GangPreemption;
-use lockstep_engine::oracle::{Verdict, instance, judge};
+use lockstep_testkit::oracle::{Verdict, instance, judge};
 
 fn check(mode: GangPreemption, instances: u64) {
     let mut optimal = 0;

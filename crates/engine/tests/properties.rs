@@ -1,12 +1,12 @@
 //! Invariants over random clusters: no node over allocatable, taints and required node
 //! affinity never violated, the same input gives the same decisions.
 
-use lockstep_engine::testkit::{self, GI};
 use lockstep_engine::{ClusterState, Options, schedule};
 use lockstep_model::{
     Cluster, NodeSelectorTerm, Operator, Requirement, ResourceId, TaintEffect, Toleration,
     TolerationOperator,
 };
+use lockstep_testkit::{self as testkit, GI};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]

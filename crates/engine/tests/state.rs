@@ -1,10 +1,10 @@
 //! The cluster state changed in place: bad changes are refused and change nothing, ids stay
 //! stable, a deleted node's pods come back with it, stale ids are detected.
 
-use lockstep_engine::testkit::{self, GI};
 use lockstep_engine::{Applied, Change, ChangeError, ClusterState, Key, Kind, Object};
 use lockstep_model::dra::DeviceClass;
 use lockstep_model::{Cluster, PodPhase, ResourceId};
+use lockstep_testkit::{self as testkit, GI};
 
 /// Two nodes `a` and `b`, a pod `p` bound to `a` and a pending pod `q`.
 fn small() -> (ClusterState, Cluster) {

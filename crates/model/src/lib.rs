@@ -5,6 +5,7 @@
 //! I/O and knows nothing of YAML or of the Kubernetes API types: `lockstep-manifests` converts
 //! into it, `lockstep-engine` reads from it.
 
+pub mod builders;
 pub mod cluster;
 pub mod dra;
 pub mod labels;

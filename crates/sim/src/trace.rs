@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use lockstep_engine::testkit;
+use lockstep_model::builders as testkit;
 use lockstep_model::dra::{
     AttributeValue, Device, DeviceCapacity, DeviceClass, ResourceClaimTemplate, ResourcePool,
     ResourceSlice, SliceNodeScope,

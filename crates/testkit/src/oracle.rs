@@ -4,9 +4,9 @@
 
 use lockstep_model::{Cluster, DisruptionMode, PodPhase};
 
-use crate::preemption::GangPreemption;
-use crate::testkit::{self, GI};
-use crate::{Options, schedule};
+use crate as testkit;
+use crate::GI;
+use lockstep_engine::{GangPreemption, Options, schedule};
 
 /// A deterministic xorshift generator: instances are reproducible from their seed.
 pub struct Rng(u64);
