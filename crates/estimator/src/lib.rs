@@ -10,8 +10,12 @@
 //! It never panics on a request: a request it cannot answer gets InvalidArgument with a
 //! message naming the field.
 
+pub mod live;
 pub mod member;
+pub mod metrics;
 pub mod request;
+pub mod server;
+pub mod service;
 
 /// The generated protobuf messages and the tonic service.
 pub mod proto {
