@@ -1,7 +1,9 @@
 //! The estimator's answers on large members, through the library (a request's decoding
 //! and gRPC transport are not in these numbers): MaxAvailableReplicas on 5000 nodes for a
 //! CPU/memory shape and a DRA shape (8 GPUs per node, one GPU with a CEL memory selector
-//! per replica), and SelectVictims with 100 candidate bindings over 1000 nodes.
+//! per replica), and SelectVictims with 100 candidate bindings over 1000 nodes. A member
+//! keeps its snapshot while requests repeat a shape; the `_new_shape` cases alternate two
+//! shapes, so every request rebuilds it.
 //! `cargo bench -p lockstep-estimator --bench estimator`.
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -57,11 +59,44 @@ fn estimator(c: &mut Criterion) {
         })
     });
 
+    // Every other request with another shape: the snapshot is rebuilt each time.
+    let other = requirements(&[("cpu", "1"), ("memory", "2049Mi")], vec![]);
+    let mut flip = false;
+    group.bench_function(
+        "max_available_replicas_5000nodes_cpu_memory_new_shape",
+        |b| {
+            b.iter(|| {
+                flip = !flip;
+                let n = cpu
+                    .max_replicas(if flip { &other } else { &shape }, &[])
+                    .unwrap();
+                assert_eq!(n, 4 * 5000);
+                n
+            })
+        },
+    );
+
     let mut gpus = Member::new(testkit::dra_gpus(5000, 0, 0)).unwrap();
     let shape = requirements(&[], vec![ClaimRef::Template("one-40gi".into())]);
     group.bench_function("max_available_replicas_5000nodes_8gpu_cel", |b| {
         b.iter(|| {
             let n = gpus.max_replicas(&shape, &[]).unwrap();
+            assert_eq!(n, 8 * 5000);
+            n
+        })
+    });
+
+    let other = requirements(
+        &[("cpu", "1m")],
+        vec![ClaimRef::Template("one-40gi".into())],
+    );
+    let mut flip = false;
+    group.bench_function("max_available_replicas_5000nodes_8gpu_cel_new_shape", |b| {
+        b.iter(|| {
+            flip = !flip;
+            let n = gpus
+                .max_replicas(if flip { &other } else { &shape }, &[])
+                .unwrap();
             assert_eq!(n, 8 * 5000);
             n
         })

@@ -15,6 +15,12 @@
 //! and the DRA reservations) rather than as pods of it, so a request needs no pod per
 //! replica. That is exact because nothing else the filters read changes when a replica
 //! lands: replicas carry no labels, host ports or inter-pod terms of their own.
+//!
+//! The engine's snapshot of the cluster with the shape pods is kept between requests and
+//! rebuilt only when a request's shapes differ from the last one's (the shapes must be pods
+//! of the snapshot's cluster, and building the snapshot of a large DRA cluster costs far
+//! more than counting on it). Every request leaves it as it found it: devices reserved for
+//! placed replicas are given back, and pods lifted for SelectVictims are put back.
 
 use lockstep_engine::Framework;
 use lockstep_engine::Profile;
@@ -29,11 +35,35 @@ pub const PERMANENT_ID_LABELS: [&str; 2] = [
     "clusterresourcebinding.karmada.io/permanent-id",
 ];
 
+type Snap<'a> = lockstep_engine::Snapshot<'a>;
+
+self_cell::self_cell!(
+    /// The member's cluster with the current shape pods appended, and the engine's
+    /// snapshot of it (built once per cluster and set of shapes).
+    struct Prepared {
+        owner: Cluster,
+        #[not_covariant]
+        dependent: Snap,
+    }
+);
+
 /// A member cluster as the estimator answers for it.
-#[derive(Debug, Clone)]
 pub struct Member {
-    pub cluster: Cluster,
+    prepared: Option<Prepared>,
+    /// Pods of the member itself (shape pods follow).
+    base_len: usize,
+    /// What the shape pods of `prepared` were made from, and why each cannot be placed.
+    shapes_key: String,
+    unplaceable: Vec<Option<String>>,
     profile: Profile,
+}
+
+impl std::fmt::Debug for Member {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Member")
+            .field("pods", &self.base_len)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A failure that is not the request's fault.
@@ -56,14 +86,31 @@ impl Member {
     /// Checks that the engine can be set up on the cluster (DRA objects resolve).
     pub fn new(cluster: Cluster) -> Result<Member, String> {
         let profile = Profile::default();
-        lockstep_engine::Snapshot::new(&cluster).map_err(|e| e.to_string())?;
         Framework::new(&profile, &cluster.resources).map_err(|e| e.to_string())?;
-        Ok(Member { cluster, profile })
+        let base_len = cluster.pods.len();
+        let prepared = Prepared::try_new(cluster, |c| lockstep_engine::Snapshot::new(c))
+            .map_err(|e| e.to_string())?;
+        Ok(Member {
+            prepared: Some(prepared),
+            base_len,
+            shapes_key: String::new(),
+            unplaceable: Vec::new(),
+            profile,
+        })
+    }
+
+    /// The member's cluster (without shape pods).
+    pub fn cluster(&self) -> Option<&Cluster> {
+        self.prepared.as_ref().map(|p| p.borrow_owner())
     }
 
     /// Converts requirements into pods of this cluster (resource ids of this cluster; a
     /// resource no node has makes the shape unplaceable when it is requested).
-    fn shapes(&self, requirements: &[&Requirements]) -> Result<Vec<Shape>, RequestError> {
+    fn shapes(
+        &self,
+        cluster: &Cluster,
+        requirements: &[&Requirements],
+    ) -> Result<Vec<Shape>, RequestError> {
         let values: Vec<(String, serde_json::Value)> = requirements
             .iter()
             .enumerate()
@@ -85,7 +132,7 @@ impl Member {
             let mut unplaceable = None;
             for (id, v) in pod.requests.iter() {
                 let name = names.name(id);
-                match self.cluster.resources.get(name) {
+                match cluster.resources.get(name) {
                     Some(here) => requests.set(here, v),
                     None if v > 0 => {
                         unplaceable = Some(format!("no node of the cluster has {name}"));
@@ -97,7 +144,7 @@ impl Member {
             pod.priority = r
                 .priority_class_name
                 .as_ref()
-                .and_then(|c| self.cluster.priority_classes.iter().find(|p| &p.name == c))
+                .and_then(|c| cluster.priority_classes.iter().find(|p| &p.name == c))
                 .map_or(0, |p| p.value);
             out.push(Shape { pod, unplaceable });
         }
@@ -105,31 +152,69 @@ impl Member {
     }
 
     /// Runs `f` on a counter over this cluster with `requirements` added as pending shape
-    /// pods (`PodId`s handed to `f` in the same order).
+    /// pods (`PodId`s handed to `f` in the same order). The snapshot is rebuilt only when
+    /// the shapes differ from the last request's; `f` leaves it as it found it (placed
+    /// replicas are kept beside it and their devices are given back here).
     fn with<R>(
         &mut self,
         requirements: &[&Requirements],
-        f: impl FnOnce(&mut Counter<'_>, &[PodId]) -> R,
+        f: impl FnOnce(&mut Counter<'_, '_>, &[PodId]) -> R,
     ) -> Result<R, EstimateError> {
-        let shapes = self.shapes(requirements)?;
-        let first = self.cluster.pods.len();
-        let mut ids = Vec::new();
-        let mut unplaceable = Vec::new();
-        for (i, s) in shapes.into_iter().enumerate() {
-            ids.push(PodId((first + i) as u32));
-            unplaceable.push(s.unplaceable);
-            self.cluster.pods.push(s.pod);
+        let key = requirements
+            .iter()
+            .map(|r| format!("{:?} {}", r.priority_class_name, r.pod("replica")))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let Some(prepared) = self.prepared.take() else {
+            return Err(EstimateError::Internal(
+                "the member's snapshot was lost to an earlier failure".into(),
+            ));
+        };
+        if key != self.shapes_key || self.unplaceable.len() != requirements.len() {
+            let shapes = match self.shapes(prepared.borrow_owner(), requirements) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.prepared = Some(prepared);
+                    return Err(e.into());
+                }
+            };
+            let mut cluster = prepared.into_owner();
+            cluster.pods.truncate(self.base_len);
+            self.unplaceable = shapes.iter().map(|s| s.unplaceable.clone()).collect();
+            cluster.pods.extend(shapes.into_iter().map(|s| s.pod));
+            self.shapes_key.clear();
+            match Prepared::try_new_or_recover(cluster, |c| lockstep_engine::Snapshot::new(c)) {
+                Ok(p) => {
+                    self.prepared = Some(p);
+                    self.shapes_key = key;
+                }
+                Err((mut cluster, e)) => {
+                    cluster.pods.truncate(self.base_len);
+                    self.unplaceable.clear();
+                    self.prepared =
+                        Prepared::try_new(cluster, |c| lockstep_engine::Snapshot::new(c)).ok();
+                    return Err(EstimateError::Internal(e.to_string()));
+                }
+            }
+        } else {
+            self.prepared = Some(prepared);
         }
-        let result = (|| {
-            let snap = lockstep_engine::Snapshot::new(&self.cluster)
+        let ids: Vec<PodId> = (0..requirements.len())
+            .map(|i| PodId((self.base_len + i) as u32))
+            .collect();
+        let base_len = self.base_len;
+        let unplaceable = self.unplaceable.clone();
+        let profile = &self.profile;
+        let prepared = self.prepared.as_mut().expect("set above");
+        prepared.with_dependent_mut(|cluster, snap| {
+            let fw = Framework::new(profile, &cluster.resources)
                 .map_err(|e| EstimateError::Internal(e.to_string()))?;
-            let fw = Framework::new(&self.profile, &self.cluster.resources)
-                .map_err(|e| EstimateError::Internal(e.to_string()))?;
-            let mut counter = Counter::new(snap, fw, unplaceable, first);
-            Ok(f(&mut counter, &ids))
-        })();
-        self.cluster.pods.truncate(first);
-        result
+            let saved = snap.dra.clone();
+            let mut counter = Counter::new(snap, fw, unplaceable, base_len);
+            let r = f(&mut counter, &ids);
+            counter.snap.dra = saved;
+            Ok(r)
+        })
     }
 
     /// How many replicas of `requirements` fit after `assumed` is placed.
@@ -204,16 +289,17 @@ impl Member {
                 return (false, Vec::new());
             }
             let mut victims = Vec::new();
+            let mut still_lifted = Vec::new();
             for (i, held) in lifted {
                 let pods: Vec<PodId> = held.iter().map(|h| h.pod).collect();
                 c.restore(held);
                 if c.count(shape, replicas) < replicas {
-                    for p in pods {
-                        c.lift(p);
-                    }
+                    still_lifted.extend(pods.into_iter().filter_map(|p| c.lift(p)));
                     victims.push(candidates[i].clone());
                 }
             }
+            // The snapshot outlives the request: the victims go back too.
+            c.restore(still_lifted);
             (true, victims)
         })
     }
@@ -232,8 +318,8 @@ struct Lifted {
 }
 
 /// The snapshot plus the replicas placed so far.
-pub struct Counter<'c> {
-    snap: lockstep_engine::Snapshot<'c>,
+pub struct Counter<'s, 'c> {
+    snap: &'s mut lockstep_engine::Snapshot<'c>,
     fw: Framework,
     /// Requests of placed replicas, per node and resource (`node * width + resource`).
     extra: Vec<i64>,
@@ -244,9 +330,9 @@ pub struct Counter<'c> {
     first: usize,
 }
 
-impl<'c> Counter<'c> {
+impl<'s, 'c> Counter<'s, 'c> {
     fn new(
-        snap: lockstep_engine::Snapshot<'c>,
+        snap: &'s mut lockstep_engine::Snapshot<'c>,
         fw: Framework,
         unplaceable: Vec<Option<String>>,
         first: usize,
@@ -267,7 +353,7 @@ impl<'c> Counter<'c> {
     /// Replicas of `shape` that `node` has room for, by filters, resources and pod slots
     /// (devices are not counted here).
     fn room(&mut self, shape: PodId, node: NodeId) -> u64 {
-        if !self.fw.fits_on(&self.snap, shape, node) {
+        if !self.fw.fits_on(self.snap, shape, node) {
             return 0;
         }
         let snap = &self.snap;

@@ -163,6 +163,11 @@ fn dra_proposal_example_one_of_two_claimed() {
     ));
     let r = with_claims(vec![ClaimRef::Template("big".into())]);
     assert_eq!(m.max_replicas(&r, &[]).unwrap(), 1);
+    // The same shape again (the snapshot is reused): the device counted is free again.
+    assert_eq!(m.max_replicas(&r, &[]).unwrap(), 1);
+    // Another shape in between, then the first again.
+    assert_eq!(m.max_replicas(&requests(&[("cpu", "16")]), &[]).unwrap(), 4);
+    assert_eq!(m.max_replicas(&r, &[]).unwrap(), 1);
 }
 
 /// Two GPUs on different PCIe roots; a claim of two with matchAttribute pcieRoot fits
