@@ -386,3 +386,41 @@ fn select_victims_sees_nodes_not_sums() {
         (true, vec!["victim-a".to_string()])
     );
 }
+
+/// Network-attached devices (a slice for all nodes) are taken by the replicas placed
+/// before, whichever node those run on: two devices give 2 replicas over two nodes, where
+/// summing per-node answers would say 4.
+#[test]
+fn shared_devices_are_counted_once_across_nodes() {
+    let shared_slice = format!(
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {{name: fabric}}\nspec:\n  driver: gpu.example.com\n  allNodes: true\n  pool: {{name: fabric, generation: 1, resourceSliceCount: 1}}\n  devices:\n{}{}---\n",
+        gpu("gpu-0", "r0", "80Gi"),
+        gpu("gpu-1", "r0", "80Gi")
+    );
+    let text = format!(
+        "{}{}{GPU_CLASS}{shared_slice}{}",
+        node("a", "8", "16Gi", 110, ""),
+        node("b", "8", "16Gi", 110, ""),
+        template(
+            "one",
+            "      requests:\n      - name: gpu\n        exactly: {deviceClassName: gpu.example.com}\n"
+        ),
+    );
+    let mut m = member(&text);
+    let r = with_claims(vec![ClaimRef::Template("one".into())]);
+    assert_eq!(m.max_replicas(&r, &[]).unwrap(), 2);
+    // The engine's per-node estimate counts each node as if it had both devices.
+    let cluster = lockstep_manifests::load_str(
+        "member.yaml",
+        &format!(
+            "{text}apiVersion: v1\nkind: Pod\nmetadata: {{name: shape, namespace: ml}}\nspec:\n  resourceClaims: [{{name: gpu, resourceClaimTemplateName: one}}]\n  containers: [{{name: c, image: i, resources: {{claims: [{{name: gpu}}]}}}}]\n"
+        ),
+    )
+    .unwrap()
+    .cluster;
+    let id = lockstep_model::PodId((cluster.pods.len() - 1) as u32);
+    let per_node = lockstep_engine::estimate(&cluster, lockstep_engine::Options::default(), id)
+        .unwrap()
+        .total;
+    assert_eq!(per_node, 4);
+}
