@@ -424,3 +424,20 @@ fn shared_devices_are_counted_once_across_nodes() {
         .total;
     assert_eq!(per_node, 4);
 }
+
+#[test]
+fn extended_resources_are_counted() {
+    let mut m = member(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: g}\nstatus:\n  allocatable: {cpu: \"32\", memory: 64Gi, pods: \"110\", nvidia.com/gpu: \"4\"}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: h}\nstatus:\n  allocatable: {cpu: \"32\", memory: 64Gi, pods: \"110\"}\n",
+    );
+    assert_eq!(
+        m.max_replicas(&requests(&[("nvidia.com/gpu", "1")]), &[])
+            .unwrap(),
+        4
+    );
+    assert_eq!(
+        m.max_replicas(&requests(&[("nvidia.com/gpu", "2"), ("cpu", "20")]), &[])
+            .unwrap(),
+        1
+    );
+}
