@@ -1,6 +1,7 @@
 //! `lockstep`: the command-line front end. Translates flags and manifests into engine calls
 //! and engine decisions into output; it makes no scheduling decision of its own.
 
+mod estimator;
 mod federate;
 mod output;
 mod run;
@@ -51,6 +52,8 @@ enum Command {
     /// Place Karmada ResourceBindings across member clusters once, as karmada-scheduler
     /// would, with binding preemption, and print the decisions.
     Federate(federate::FederateArgs),
+    /// Serve Karmada's scheduler-estimator gRPC service for one member cluster, counting replicas exactly with the engine.
+    Estimator(Box<estimator::EstimatorArgs>),
     /// Print a shell completion script: `lockstep completions bash > /etc/bash_completion.d/lockstep`.
     Completions {
         #[arg(value_enum)]
@@ -325,6 +328,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => simulate::simulate(args),
         Command::Run(args) => run::run(args),
         Command::Federate(args) => federate::federate(args),
+        Command::Estimator(args) => estimator::estimator(args),
         Command::Completions { shell } => {
             let mut out = Vec::new();
             clap_complete::generate(*shell, &mut Cli::command(), "lockstep", &mut out);

@@ -119,6 +119,29 @@ pub fn plan(mut values: Vec<(String, Value)>, options: &Options) -> Result<Pass,
     }
 }
 
+/// Converts `values` into a cluster, leaving out (and reporting) each object that cannot be
+/// read, as [`plan`] does, without scheduling.
+pub fn load_leaving_out(
+    mut values: Vec<(String, Value)>,
+) -> Result<(Cluster, Vec<(String, String)>), String> {
+    let mut excluded: Vec<(String, String)> = Vec::new();
+    loop {
+        let e = match lockstep_manifests::load_objects(values.clone()) {
+            Ok(loaded) => return Ok((loaded.cluster, excluded)),
+            Err(e) => e,
+        };
+        let Some(object) = e.inputs().first().map(|o| o.to_string()) else {
+            return Err(e.to_string());
+        };
+        let before = values.len();
+        values.retain(|(name, _)| *name != object);
+        if values.len() == before || excluded.len() >= MAX_EXCLUDED {
+            return Err(e.to_string());
+        }
+        excluded.push((object, e.to_string()));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,4 +23,4 @@ pub mod metrics;
 mod runner;
 
 pub use leader::LeaderElection;
-pub use runner::{Config, Error, run};
+pub use runner::{Config, Error, connect, run};

@@ -121,11 +121,28 @@ impl Default for Metrics {
 /// Serves `GET /metrics`, `/healthz` (the process runs) and `/readyz` (the caches are
 /// synced and passes run) on `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
+    let m = metrics.clone();
+    serve_with(
+        listener,
+        Arc::new(move || metrics.encode()),
+        Arc::new(move || m.ready.load(Ordering::Relaxed)),
+    )
+    .await
+}
+
+/// The text of `/metrics`.
+pub type Encode = Arc<dyn Fn() -> String + Send + Sync>;
+/// Whether `/readyz` answers ok.
+pub type Ready = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// [`serve`] for any registry: `/metrics` is `encode()`, `/readyz` is ok while `ready()`.
+pub async fn serve_with(listener: TcpListener, encode: Encode, ready: Ready) {
     loop {
         let Ok((mut stream, _)) = listener.accept().await else {
             continue;
         };
-        let metrics = metrics.clone();
+        let encode = encode.clone();
+        let ready = ready.clone();
         tokio::spawn(async move {
             let mut buf = [0u8; 2048];
             let n = match tokio::time::timeout(
@@ -143,12 +160,10 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
                 "/metrics" => (
                     "200 OK",
                     "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    metrics.encode(),
+                    encode(),
                 ),
                 "/healthz" => ("200 OK", "text/plain", "ok\n".to_string()),
-                "/readyz" if metrics.ready.load(Ordering::Relaxed) => {
-                    ("200 OK", "text/plain", "ok\n".to_string())
-                }
+                "/readyz" if ready() => ("200 OK", "text/plain", "ok\n".to_string()),
                 "/readyz" => (
                     "503 Service Unavailable",
                     "text/plain",

@@ -65,7 +65,13 @@ const SYNC_TIMEOUT: Duration = Duration::from_secs(120);
 const DEBOUNCE: Duration = Duration::from_millis(20);
 
 async fn client(config: &Config) -> Result<Client, Error> {
-    let kube_config = match &config.kubeconfig {
+    connect(config.kubeconfig.as_ref()).await
+}
+
+/// A client of the cluster `kubeconfig` names (`None`: `KUBECONFIG`, `~/.kube/config`, or
+/// the in-cluster service account), checked by asking the API server's version.
+pub async fn connect(kubeconfig: Option<&PathBuf>) -> Result<Client, Error> {
+    let kube_config = match kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path).map_err(|e| {
                 Error::Setup(format!(
