@@ -11,7 +11,7 @@
 //! devices, see them taken, as they would see real pods. Workloads already assumed in the
 //! request are placed the same way first.
 //!
-//! Placed replicas are kept beside the snapshot (per-node added requests and pod counts,
+//! Placed replicas are kept beside the cluster state (per-node added requests and pod counts,
 //! and the DRA reservations) rather than as pods of it, so a request needs no pod per
 //! replica. That is exact because nothing else the filters read changes when a replica
 //! lands: replicas carry no labels, host ports or inter-pod terms of their own.
@@ -138,9 +138,9 @@ impl Member {
     }
 
     /// Runs `f` on a counter over this cluster with `requirements` added as pending shape
-    /// pods (`PodId`s handed to `f` in the same order). The snapshot is rebuilt only when
-    /// the shapes differ from the last request's; `f` leaves it as it found it (placed
-    /// replicas are kept beside it and their devices are given back here).
+    /// pods (`PodId`s handed to `f` in the same order). The shape pods change only when
+    /// the shapes differ from the last request's; `f` leaves the state as it found it
+    /// (placed replicas are kept beside it and their devices are given back here).
     fn with<R>(
         &mut self,
         requirements: &[&Requirements],
@@ -265,7 +265,7 @@ impl Member {
                     victims.push(candidates[i].clone());
                 }
             }
-            // The snapshot outlives the request: the victims go back too.
+            // The state outlives the request: the victims go back too.
             c.restore(still_lifted);
             (true, victims)
         })
