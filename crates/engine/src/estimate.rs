@@ -7,8 +7,9 @@
 
 use lockstep_model::{NodeId, PodId, ResourceId};
 
+use crate::cycle::Framework;
 use crate::scheduler::{Options, Scheduler, SetupError};
-use crate::state::PodClaims;
+use crate::state::{ClusterState, PodClaims};
 
 /// The estimate for one pod shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,23 +26,26 @@ pub fn estimate(
     shape: PodId,
 ) -> Result<Estimate, SetupError> {
     let mut s = Scheduler::new(cluster, options)?;
-    let n = s.snapshot.num_nodes();
-    let mut per_node = Vec::with_capacity(n);
+    Ok(estimate_on(&s.snapshot, &mut s.framework, shape))
+}
+
+/// As [`estimate`], on a cluster state kept by the caller (with the framework of its
+/// profile): nodes in name order.
+pub fn estimate_on(state: &ClusterState, framework: &mut Framework, shape: PodId) -> Estimate {
+    let mut per_node = Vec::with_capacity(state.num_nodes());
     let mut total = 0u64;
-    for i in 0..n {
-        let node = s.snapshot.nodes()[i];
-        let count = replicas_on(&mut s, shape, node);
+    for &node in state.nodes() {
+        let count = replicas_on(state, framework, shape, node);
         total += u64::from(count);
         per_node.push((node, count));
     }
-    Ok(Estimate { per_node, total })
+    Estimate { per_node, total }
 }
 
-fn replicas_on(s: &mut Scheduler, shape: PodId, node: NodeId) -> u32 {
-    if !s.framework.fits_on(&s.snapshot, shape, node) {
+fn replicas_on(snap: &ClusterState, framework: &mut Framework, shape: PodId, node: NodeId) -> u32 {
+    if !framework.fits_on(snap, shape, node) {
         return 0;
     }
-    let snap = &s.snapshot;
     let pod = snap.pod(shape);
     let slots = snap.allocatable(node, ResourceId::PODS) - i64::from(snap.pod_count(node));
     let mut count = slots.max(0);

@@ -20,7 +20,7 @@ pub mod state;
 
 pub use config::{KubeSchedulerConfiguration, Profile};
 pub use cycle::{FitError, Framework};
-pub use estimate::{Estimate, estimate};
+pub use estimate::{Estimate, estimate, estimate_on};
 pub use preemption::{Eviction, GangPreemption};
 pub use scheduler::{
     AllocatedDevice, ClaimDevices, Decisions, GroupStatus, Options, Scheduler, SetupError, schedule,

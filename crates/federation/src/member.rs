@@ -9,14 +9,16 @@
 //! name the member's claim templates. The member's pods are its state; a pod labelled
 //! `resourcebinding.karmada.io/namespace` + `resourcebinding.karmada.io/name` (or
 //! `clusterresourcebinding.karmada.io/name`) is one of that binding's replicas there.
-//! Replicas this run places are assumed onto nodes first-fit, in node name order, so later
-//! estimates see them; evicting a binding removes its pods.
+//! Replicas this run places are added to the member's cluster state as running pods,
+//! first-fit onto nodes in name order, so later estimates see them; evicting a binding
+//! deletes its pods. The shapes are pending pods of the state. Each of these is a change of
+//! the engine's `ClusterState`: nothing is rebuilt per estimate.
 
 use std::collections::BTreeMap;
 
-use lockstep_engine::Options;
+use lockstep_engine::{Change, ClusterState, Framework, Key, Kind, Object, Profile};
 use lockstep_manifests::Source;
-use lockstep_model::{Cluster as KubeCluster, Pod, PodId, PodPhase};
+use lockstep_model::{Pod, PodId, PodPhase};
 use serde_json::json;
 
 use crate::error::FederationError;
@@ -29,21 +31,33 @@ pub const CRB_NAME_LABEL: &str = "clusterresourcebinding.karmada.io/name";
 /// Where the binding shapes are said to come from in messages.
 const SHAPES: &str = "replicaRequirements of the bindings";
 
-#[derive(Debug, Clone)]
 pub struct Member {
     pub cluster: String,
-    /// The member's nodes, pods and other objects; pods of bindings are tagged in `owner`.
-    base: KubeCluster,
-    /// Per base pod: the binding index it belongs to.
-    owner: Vec<Option<usize>>,
-    /// Binding index -> its pod shape.
-    shapes: BTreeMap<usize, Pod>,
-    /// Binding index -> pods assumed by this run (on nodes).
-    assumed: BTreeMap<usize, Vec<Pod>>,
-    /// Binding index -> base pods evicted by this run.
-    evicted: BTreeMap<usize, Vec<usize>>,
+    /// The member's nodes, pods and other objects, the bindings' shapes as pending pods,
+    /// and the replicas this run placed.
+    state: ClusterState,
+    framework: Framework,
+    /// Binding index -> its shape pod in the state.
+    shapes: BTreeMap<usize, PodId>,
+    /// Binding index -> its replicas of the member's own manifests still there, in input
+    /// order.
+    base: BTreeMap<usize, Vec<Key>>,
+    /// Binding index -> replicas this run placed.
+    assumed: BTreeMap<usize, Vec<Key>>,
     /// Numbers assumed pods' names.
     serial: usize,
+}
+
+impl std::fmt::Debug for Member {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Member")
+            .field("cluster", &self.cluster)
+            .finish_non_exhaustive()
+    }
+}
+
+fn pod_key(p: &Pod) -> Key {
+    Key::namespaced(&p.namespace, &p.name)
 }
 
 fn shape_name(b: &Binding) -> (String, String) {
@@ -125,7 +139,7 @@ impl Member {
                 message: e.to_string(),
             }
         })?;
-        let mut base = loaded.cluster;
+        let base = loaded.cluster;
         let mut by_shape: BTreeMap<(String, String), usize> = BTreeMap::new();
         for (i, b) in bindings.iter().enumerate() {
             by_shape.insert(shape_name(b), i);
@@ -134,16 +148,15 @@ impl Member {
         for (i, b) in bindings.iter().enumerate() {
             by_key.insert(b.key.clone(), i);
         }
-        let mut shapes = BTreeMap::new();
-        let mut pods = Vec::new();
-        let mut owner = Vec::new();
+        let mut shape_of: BTreeMap<(String, String), usize> = BTreeMap::new();
+        let mut base_pods: BTreeMap<usize, Vec<Key>> = BTreeMap::new();
         // The shapes are the last pods loaded (the extra text comes last).
         let first_shape = base.pods.len().saturating_sub(bindings.len());
-        for (i, pod) in std::mem::take(&mut base.pods).into_iter().enumerate() {
+        for (i, pod) in base.pods.iter().enumerate() {
             if i >= first_shape
                 && let Some(&b) = by_shape.get(&(pod.namespace.clone(), pod.name.clone()))
             {
-                shapes.insert(b, pod);
+                shape_of.insert((pod.namespace.clone(), pod.name.clone()), b);
                 continue;
             }
             let key = match (
@@ -153,93 +166,85 @@ impl Member {
                 (Some(ns), Some(n)) => Some(format!("{ns}/{n}")),
                 _ => pod.labels.get(CRB_NAME_LABEL).cloned(),
             };
-            owner.push(
-                key.and_then(|k| by_key.get(&k).copied())
-                    .filter(|_| pod.is_bound()),
-            );
-            pods.push(pod);
-        }
-        base.pods = pods;
-        // Fail now, naming the member, if the engine cannot be set up on it (DRA objects).
-        lockstep_engine::Scheduler::new(&base, Options::default()).map_err(|e| {
-            FederationError::Member {
-                cluster: cluster.to_string(),
-                message: e.to_string(),
+            if let Some(b) = key.and_then(|k| by_key.get(&k).copied())
+                && pod.is_bound()
+            {
+                base_pods.entry(b).or_default().push(pod_key(pod));
             }
-        })?;
+        }
+        let member_error = |message: String| FederationError::Member {
+            cluster: cluster.to_string(),
+            message,
+        };
+        let profile = Profile::default();
+        let framework =
+            Framework::new(&profile, &base.resources).map_err(|e| member_error(e.to_string()))?;
+        // Fails now, naming the member, if the engine cannot be set up on it (DRA objects).
+        let state = ClusterState::from_cluster(base)
+            .map_err(|e| member_error(lockstep_engine::SetupError::from(e).to_string()))?;
+        let shapes = shape_of
+            .into_iter()
+            .filter_map(|((ns, name), b)| Some((b, state.pod_id(&ns, &name)?)))
+            .collect();
         Ok(Member {
             cluster: cluster.to_string(),
-            base,
-            owner,
+            state,
+            framework,
             shapes,
+            base: base_pods,
             assumed: BTreeMap::new(),
-            evicted: BTreeMap::new(),
             serial: 0,
         })
     }
 
-    /// The member as it stands, with `shape` (when given) appended as a pending pod.
-    fn current(&self, shape: Option<usize>) -> KubeCluster {
-        let mut c = self.base.clone();
-        let evicted: std::collections::BTreeSet<usize> =
-            self.evicted.values().flatten().copied().collect();
-        if !evicted.is_empty() {
-            c.pods = c
-                .pods
-                .into_iter()
-                .enumerate()
-                .filter(|(i, _)| !evicted.contains(i))
-                .map(|(_, p)| p)
-                .collect();
-        }
-        for pods in self.assumed.values() {
-            c.pods.extend(pods.iter().cloned());
-        }
-        if let Some(s) = shape.and_then(|b| self.shapes.get(&b)) {
-            c.pods.push(s.clone());
-        }
-        c
-    }
-
-    /// Replicas of binding `b` that fit on each node now, by node index.
-    fn per_node(&self, b: usize) -> Vec<(usize, u32)> {
-        if !self.shapes.contains_key(&b) {
+    /// Replicas of binding `b` that fit on each node now, in node name order.
+    fn per_node(&mut self, b: usize) -> Vec<(String, u32)> {
+        let Some(&shape) = self.shapes.get(&b) else {
             return Vec::new();
-        }
-        let c = self.current(Some(b));
-        let id = PodId((c.pods.len() - 1) as u32);
-        match lockstep_engine::estimate(&c, Options::default(), id) {
-            Ok(e) => e.per_node.iter().map(|(n, r)| (n.index(), *r)).collect(),
-            Err(_) => Vec::new(),
-        }
+        };
+        let e = lockstep_engine::estimate_on(&self.state, &mut self.framework, shape);
+        e.per_node
+            .iter()
+            .map(|(n, r)| (self.state.node(*n).name.clone(), *r))
+            .collect()
     }
 
     /// How many more replicas of binding `b` fit.
-    pub fn estimate(&self, b: usize) -> i64 {
+    pub fn estimate(&mut self, b: usize) -> i64 {
         self.per_node(b).iter().map(|(_, r)| i64::from(*r)).sum()
     }
 
     /// Replicas binding `b` holds here now.
     pub fn held(&self, b: usize) -> i64 {
-        let base = self
-            .owner
-            .iter()
-            .enumerate()
-            .filter(|(i, o)| **o == Some(b) && !self.evicted.get(&b).is_some_and(|e| e.contains(i)))
-            .count();
+        let base = self.base.get(&b).map_or(0, Vec::len);
         (base + self.assumed.get(&b).map_or(0, Vec::len)) as i64
+    }
+
+    /// Applies a change this member's own bookkeeping made valid.
+    fn change(&mut self, change: Change) {
+        if let Err(e) = self.state.apply(change) {
+            unreachable!("member {}: a replica change was refused: {e}", self.cluster);
+        }
+    }
+
+    /// Deletes a pod of the state, returning its object.
+    fn delete(&mut self, key: Key) -> Option<Pod> {
+        let Some(Object::Pod(pod)) = self.state.object(Kind::Pod, &key) else {
+            return None;
+        };
+        self.change(Change::Delete(Kind::Pod, key));
+        Some(pod)
     }
 
     /// Assumes `k` more replicas of binding `b`, first-fit onto nodes in name order (as
     /// many as fit).
     pub fn add(&mut self, b: usize, k: i64) {
-        let Some(shape) = self.shapes.get(&b).cloned() else {
+        let Some(&shape) = self.shapes.get(&b) else {
             return;
         };
+        let shape = self.state.pod(shape).clone();
         let mut want = k;
-        let per_node = self.per_node(b);
-        let list = self.assumed.entry(b).or_default();
-        for (node, fit) in per_node {
+        for (node, fit) in self.per_node(b) {
             if want <= 0 {
                 break;
             }
@@ -248,60 +253,66 @@ impl Member {
                 let mut p = shape.clone();
                 p.name = format!("{}-{}", shape.name, self.serial);
                 self.serial += 1;
-                p.node_name = Some(self.base.nodes[node].name.clone());
+                p.node_name = Some(node.clone());
                 p.phase = PodPhase::Running;
-                list.push(p);
+                let key = pod_key(&p);
+                self.change(Change::Add(Object::Pod(p)));
+                self.assumed.entry(b).or_default().push(key);
             }
             want -= n;
         }
     }
 
-    /// Removes up to `k` replicas of binding `b` (assumed ones first).
+    /// Removes up to `k` replicas of binding `b` (assumed ones first, then the member's own
+    /// in input order).
     pub fn remove(&mut self, b: usize, k: i64) {
-        let mut left = k;
-        while left > 0 {
-            if let Some(list) = self.assumed.get_mut(&b)
-                && list.pop().is_some()
-            {
-                left -= 1;
-                continue;
-            }
-            let evicted = self.evicted.entry(b).or_default();
-            match (0..self.owner.len()).find(|i| self.owner[*i] == Some(b) && !evicted.contains(i))
-            {
-                Some(i) => {
-                    evicted.push(i);
-                    left -= 1;
-                }
-                None => break,
-            }
+        for _ in 0..k {
+            let key = match self.assumed.get_mut(&b).and_then(Vec::pop) {
+                Some(key) => key,
+                None => match self.base.get_mut(&b) {
+                    Some(list) if !list.is_empty() => list.remove(0),
+                    _ => break,
+                },
+            };
+            self.delete(key);
         }
     }
 
     /// Removes every replica of binding `b`, returning them for [`Member::give_back`].
     pub fn take(&mut self, b: usize) -> Held {
-        let assumed = self.assumed.remove(&b).unwrap_or_default();
-        let evicted = self.evicted.entry(b).or_default();
-        let mut newly = Vec::new();
-        for i in 0..self.owner.len() {
-            if self.owner[i] == Some(b) && !evicted.contains(&i) {
-                evicted.push(i);
-                newly.push(i);
-            }
-        }
-        Held {
-            assumed,
-            evicted: newly,
-        }
+        let assumed: Vec<Pod> = self
+            .assumed
+            .remove(&b)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|k| self.delete(k))
+            .collect();
+        let evicted: Vec<Pod> = self
+            .base
+            .remove(&b)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|k| self.delete(k))
+            .collect();
+        Held { assumed, evicted }
     }
 
     /// Undoes [`Member::take`].
     pub fn give_back(&mut self, b: usize, held: Held) {
-        if !held.assumed.is_empty() {
-            self.assumed.entry(b).or_default().extend(held.assumed);
-        }
-        if let Some(e) = self.evicted.get_mut(&b) {
-            e.retain(|i| !held.evicted.contains(i));
+        for (pods, list) in [
+            (held.evicted, &mut self.base),
+            (held.assumed, &mut self.assumed),
+        ] {
+            let keys: Vec<Key> = pods.iter().map(pod_key).collect();
+            for p in pods {
+                if let Err(e) = self.state.apply(Change::Add(Object::Pod(p))) {
+                    unreachable!(
+                        "member {}: a replica given back was refused: {e}",
+                        self.cluster
+                    );
+                }
+            }
+            list.entry(b).or_default().extend(keys);
         }
     }
 }
@@ -310,5 +321,5 @@ impl Member {
 #[derive(Debug, Clone)]
 pub struct Held {
     assumed: Vec<Pod>,
-    evicted: Vec<usize>,
+    evicted: Vec<Pod>,
 }

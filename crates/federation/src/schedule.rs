@@ -73,7 +73,7 @@ pub struct Decisions {
 
 /// The state a run changes: bindings' assignments, what they hold on each cluster, member
 /// clusters' pods, and preemption claims.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct State {
     pub fed: Federation,
     /// Per cluster (index into `fed.clusters`).
@@ -279,7 +279,7 @@ impl State {
         replicas
     }
 
-    fn estimate_with_source(&self, i: usize, c: usize) -> (i64, &'static str) {
+    fn estimate_with_source(&mut self, i: usize, c: usize) -> (i64, &'static str) {
         let b = &self.fed.bindings[i];
         let cluster = &self.fed.clusters[c];
         let from_member = self.members.contains_key(&c);
@@ -297,10 +297,12 @@ impl State {
             return (0, source);
         }
         let summary = summary_estimate(cluster, &self.usage[c], b, &self.fed.bindings);
-        let member = self.members.get(&c).and_then(|m| {
-            // Component sets are counted by the summary only.
-            b.components.is_empty().then(|| m.estimate(i))
-        });
+        // Component sets are counted by the summary only.
+        let member = if b.components.is_empty() {
+            self.members.get_mut(&c).map(|m| m.estimate(i))
+        } else {
+            None
+        };
         let (replicas, source) = match (summary, member) {
             (Some(s), Some(m)) if m <= s => (m, "member"),
             (Some(s), _) => (s, "summary"),
