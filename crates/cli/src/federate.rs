@@ -17,6 +17,15 @@ pub struct FederateArgs {
     /// estimates are then exact, node by node. CLUSTER names a Cluster of the -f input.
     #[arg(long = "member", value_name = "CLUSTER=PATH")]
     members: Vec<String>,
+    /// A member cluster's scheduler estimator (karmada-scheduler-estimator or `lockstep
+    /// estimator`), asked MaxAvailableReplicas as karmada-scheduler asks it. CLUSTER names a
+    /// Cluster of the -f input; ADDRESS is host:port.
+    #[arg(long = "estimator", value_name = "CLUSTER=ADDRESS")]
+    estimators: Vec<String>,
+    /// How long to wait for an estimator's answer; without one in time the cluster's
+    /// summary estimate is used (karmada-scheduler's --scheduler-estimator-timeout).
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
+    estimator_timeout: std::time::Duration,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
     output: Format,
@@ -55,9 +64,32 @@ pub fn federate(args: &FederateArgs) -> Result<String> {
     for w in &loaded.warnings {
         eprintln!("{w}");
     }
+    let mut estimators: Vec<(
+        String,
+        std::sync::Arc<dyn lockstep_federation::ReplicaEstimator>,
+    )> = Vec::new();
+    for e in &args.estimators {
+        let (cluster, address) = e.split_once('=').unwrap_or(("", ""));
+        if cluster.is_empty() || address.is_empty() {
+            bail!(
+                "--estimator {e:?}: expected CLUSTER=ADDRESS with both parts non-empty \
+                 (e.g. --estimator member1=127.0.0.1:10352)"
+            );
+        }
+        let remote = lockstep_estimator::client::Remote::new(address, args.estimator_timeout)
+            .map_err(|err| anyhow!("--estimator {e:?}: {err}"))?;
+        estimators.push((
+            cluster.to_string(),
+            std::sync::Arc::new(RemoteEstimator {
+                remote,
+                warned: std::sync::atomic::AtomicBool::new(false),
+            }),
+        ));
+    }
     let options = lockstep_federation::Options {
         preemption: !args.no_preemption,
         members,
+        estimators,
     };
     let decisions =
         lockstep_federation::schedule(&loaded.federation, &options).map_err(|e| anyhow!("{e}"))?;
@@ -66,6 +98,86 @@ pub fn federate(args: &FederateArgs) -> Result<String> {
         Format::Json => serde_json::to_string_pretty(&decisions)? + "\n",
         Format::Yaml => serde_norway::to_string(&decisions)?,
     })
+}
+
+/// A duration as `3s`, `500ms` or a number of seconds.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let (number, scale) = if let Some(ms) = text.strip_suffix("ms") {
+        (ms, 0.001)
+    } else if let Some(s) = text.strip_suffix('s') {
+        (s, 1.0)
+    } else {
+        (text, 1.0)
+    };
+    match number.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v * scale <= 3600.0 => {
+            Ok(std::time::Duration::from_secs_f64(v * scale))
+        }
+        _ => Err(format!(
+            "{text:?} is not a duration between 1ms and 1h (write e.g. 3s or 500ms)"
+        )),
+    }
+}
+
+/// A member's estimator over gRPC. A failure is reported once per estimator on stderr;
+/// the cluster's summary estimate is used then.
+#[derive(Debug)]
+struct RemoteEstimator {
+    remote: lockstep_estimator::client::Remote,
+    warned: std::sync::atomic::AtomicBool,
+}
+
+impl lockstep_federation::ReplicaEstimator for RemoteEstimator {
+    fn max_available_replicas(
+        &self,
+        cluster: &str,
+        binding: &lockstep_federation::model::Binding,
+    ) -> Option<i64> {
+        match self
+            .remote
+            .max_available_replicas(cluster, &replica(binding))
+        {
+            Ok(n) => Some(n),
+            Err(e) => {
+                if !self.warned.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    eprintln!(
+                        "warning: cluster {cluster}: {e}; its summary estimate is used instead"
+                    );
+                }
+                None
+            }
+        }
+    }
+}
+
+/// What one replica of `b` needs, as karmada-scheduler sends it to an estimator.
+fn replica(b: &lockstep_federation::model::Binding) -> lockstep_estimator::client::Replica {
+    let mut r = lockstep_estimator::client::Replica {
+        namespace: b.namespace.clone().unwrap_or_else(|| "default".into()),
+        ..Default::default()
+    };
+    let Some(req) = &b.requirements else {
+        return r;
+    };
+    r.priority_class_name = req.priority_class_name.clone();
+    r.requests = req
+        .requests
+        .iter()
+        .map(|(k, v)| (k.clone(), format!("{v}m")))
+        .collect();
+    if let Some(nc) = &req.node_claim {
+        r.node_selector = nc.node_selector.clone();
+        r.tolerations = nc.tolerations.clone();
+        r.node_affinity = nc.hard_node_affinity.clone();
+    }
+    for c in &req.claims {
+        match (&c.resource_claim_template_name, &c.resource_claim_name) {
+            (Some(t), _) => r.claim_templates.push(t.clone()),
+            (None, Some(n)) => r.shared_claims.push(n.clone()),
+            (None, None) => {}
+        }
+    }
+    r
 }
 
 fn clusters(list: &[lockstep_federation::schedule::TargetReplicas]) -> String {

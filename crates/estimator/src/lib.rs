@@ -10,6 +10,7 @@
 //! It never panics on a request: a request it cannot answer gets InvalidArgument with a
 //! message naming the field.
 
+pub mod client;
 pub mod live;
 pub mod member;
 pub mod metrics;

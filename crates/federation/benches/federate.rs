@@ -111,7 +111,7 @@ fn preemption() -> String {
 fn options() -> Options {
     Options {
         preemption: true,
-        members: Vec::new(),
+        ..Options::default()
     }
 }
 

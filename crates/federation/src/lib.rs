@@ -26,4 +26,4 @@ pub mod spread;
 
 pub use error::FederationError;
 pub use load::{Loaded, load};
-pub use schedule::{Decisions, Options, schedule};
+pub use schedule::{Decisions, Options, ReplicaEstimator, schedule};

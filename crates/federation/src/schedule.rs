@@ -23,6 +23,17 @@ pub struct Options {
     pub preemption: bool,
     /// `--member CLUSTER=PATH`: member clusters whose manifests are known.
     pub members: Vec<(String, Vec<Source>)>,
+    /// `--estimator CLUSTER=ADDRESS`: member clusters whose scheduler estimator answers
+    /// replica questions, as karmada-scheduler asks them.
+    pub estimators: Vec<(String, std::sync::Arc<dyn ReplicaEstimator>)>,
+}
+
+/// A member cluster's scheduler estimator (karmada-scheduler-estimator, or `lockstep
+/// estimator`): how many replicas of a binding's requirements fit on the member as it runs.
+/// `None` when it gives no answer (unreachable, timed out, an error: Karmada's
+/// UnauthenticReplica); the summary estimate is used then.
+pub trait ReplicaEstimator: std::fmt::Debug + Send + Sync {
+    fn max_available_replicas(&self, cluster: &str, binding: &Binding) -> Option<i64>;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -79,6 +90,10 @@ pub(crate) struct State {
     /// Per cluster (index into `fed.clusters`).
     pub usage: Vec<Usage>,
     pub members: BTreeMap<usize, Member>,
+    /// Cluster -> its scheduler estimator, and the answers it gave this run by binding (a
+    /// member's estimator sees the member as it runs, which this run does not change).
+    pub estimators: BTreeMap<usize, std::sync::Arc<dyn ReplicaEstimator>>,
+    remote: BTreeMap<(usize, usize), Option<i64>>,
     /// Cluster -> (priority, binding) of the preemptor holding the room freed there.
     pub claims: BTreeMap<usize, (i64, usize)>,
     /// Estimates of the latest scheduling attempt of each binding: (cluster, replicas,
@@ -247,10 +262,30 @@ impl State {
             }
             members.insert(c, Member::load(name, sources, &fed.bindings)?);
         }
+        let mut estimators = BTreeMap::new();
+        for (name, estimator) in &options.estimators {
+            let Ok(c) = fed.clusters.binary_search_by(|c| c.name.as_str().cmp(name)) else {
+                return Err(FederationError::Member {
+                    cluster: name.clone(),
+                    message: format!(
+                        "--estimator names no Cluster of the input ({name:?}); give a Cluster \
+                         object for it or fix the name"
+                    ),
+                });
+            };
+            if estimators.insert(c, estimator.clone()).is_some() {
+                return Err(FederationError::Member {
+                    cluster: name.clone(),
+                    message: "has two estimators; give one --estimator per cluster".into(),
+                });
+            }
+        }
         Ok(State {
             fed,
             usage,
             members,
+            estimators,
+            remote: BTreeMap::new(),
             claims: BTreeMap::new(),
             estimates: vec![Vec::new(); n],
             recording: false,
@@ -282,7 +317,7 @@ impl State {
     fn estimate_with_source(&mut self, i: usize, c: usize) -> (i64, &'static str) {
         let b = &self.fed.bindings[i];
         let cluster = &self.fed.clusters[c];
-        let from_member = self.members.contains_key(&c);
+        let from_member = self.members.contains_key(&c) || self.estimators.contains_key(&c);
         let source = if from_member { "member" } else { "summary" };
         if !b.is_workload() {
             return (b.replicas, source);
@@ -299,7 +334,18 @@ impl State {
         let summary = summary_estimate(cluster, &self.usage[c], b, &self.fed.bindings);
         // Component sets are counted by the summary only.
         let member = if b.components.is_empty() {
-            self.members.get_mut(&c).map(|m| m.estimate(i))
+            let exact = self.members.get_mut(&c).map(|m| m.estimate(i));
+            let remote = match self.estimators.get(&c) {
+                Some(e) => *self.remote.entry((i, c)).or_insert_with(|| {
+                    e.max_available_replicas(&self.fed.clusters[c].name, &self.fed.bindings[i])
+                }),
+                None => None,
+            };
+            // Karmada takes the smallest of the answers it has.
+            match (exact, remote) {
+                (Some(a), Some(r)) => Some(a.min(r)),
+                (a, r) => a.or(r),
+            }
         } else {
             None
         };

@@ -107,7 +107,7 @@ fn run(text: &str) -> lockstep_federation::Decisions {
         &loaded.federation,
         &Options {
             preemption: true,
-            members: Vec::new(),
+            ..Options::default()
         },
     )
     .expect("scheduling succeeds")

@@ -1,0 +1,229 @@
+//! `lockstep federate --estimator`: a member's estimator (`lockstep estimator`, started as a
+//! process on loopback) answers the replica question for its cluster over gRPC, as
+//! karmada-scheduler asks it; an estimator that does not answer leaves the cluster to its
+//! summary estimate, with a warning.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One GPU cluster whose resource summary has CPU and memory for 100 replicas, but whose
+/// GPUs (two nodes x four, published through DRA) hold only 8; a binding asks 10 replicas
+/// of one GPU each.
+const KARMADA: &str = r#"
+apiVersion: cluster.karmada.io/v1alpha1
+kind: Cluster
+metadata:
+  name: gpu-cluster
+spec:
+  syncMode: Push
+status:
+  conditions:
+  - {type: Ready, status: "True", reason: ClusterReady, message: ready, lastTransitionTime: "2026-11-01T00:00:00Z"}
+  apiEnablements:
+  - groupVersion: batch/v1
+    resources: [{name: jobs, kind: Job}]
+  resourceSummary:
+    allocatable: {cpu: "400", memory: 3200Gi, pods: "220"}
+---
+apiVersion: work.karmada.io/v1alpha2
+kind: ResourceBinding
+metadata:
+  name: train
+  namespace: ml
+  creationTimestamp: "2026-11-20T08:00:00Z"
+spec:
+  resource: {apiVersion: batch/v1, kind: Job, namespace: ml, name: train, uid: 5f0c1a52-3d1e-4b8a-9a57-0d2b8f6f1e09}
+  replicas: 10
+  replicaRequirements:
+    resourceRequest: {cpu: "4", memory: 32Gi}
+    resourceClaimRefs:
+    - {name: gpu, resourceClaimTemplateName: one-gpu}
+  placement:
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      replicaDivisionPreference: Aggregated
+"#;
+
+fn lockstep() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_lockstep"))
+}
+
+fn member_files() -> Vec<PathBuf> {
+    let dir =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/federation/members/gpu-cluster");
+    // The member's nodes, devices and claim templates; none of its batch pods.
+    vec![dir.join("nodes.yaml"), dir.join("claims.yaml")]
+}
+
+/// Stops the estimator on drop, whatever the test did.
+struct Estimator(std::process::Child, String);
+
+impl Drop for Estimator {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_estimator() -> Estimator {
+    let mut cmd = lockstep();
+    cmd.args(["estimator", "--cluster", "gpu-cluster"]);
+    for f in member_files() {
+        cmd.arg("-f").arg(f);
+    }
+    let child = cmd
+        .args([
+            "--address",
+            "127.0.0.1:0",
+            "--metrics-address",
+            "127.0.0.1:0",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start lockstep estimator");
+    // Owned at once, so the process is stopped whatever happens next.
+    let mut estimator = Estimator(child, String::new());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = estimator.0.stderr.take().expect("piped");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx
+            .recv_timeout(left)
+            .expect("the estimator says where it listens within 30 s");
+        if let Some(rest) = line.strip_prefix("lockstep estimator: cluster gpu-cluster on ") {
+            estimator.1 = rest
+                .split_whitespace()
+                .next()
+                .expect("an address")
+                .to_string();
+            return estimator;
+        }
+    }
+}
+
+/// Runs `lockstep federate -o json` on the Karmada objects with `extra` flags: (stdout as
+/// JSON, stderr).
+fn federate(dir: &Path, extra: &[&str]) -> (serde_json::Value, String) {
+    let input = dir.join("karmada.yaml");
+    std::fs::write(&input, KARMADA).unwrap();
+    let out = lockstep()
+        .arg("federate")
+        .arg("-f")
+        .arg(&input)
+        .args(["-o", "json"])
+        .args(extra)
+        .output()
+        .expect("run lockstep federate");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "federate failed: {stderr}");
+    (serde_json::from_slice(&out.stdout).expect("JSON"), stderr)
+}
+
+fn estimate_of(d: &serde_json::Value) -> (i64, String) {
+    let e = d["estimates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["binding"] == "ml/train" && e["cluster"] == "gpu-cluster")
+        .expect("an estimate for ml/train on gpu-cluster");
+    (
+        e["replicas"].as_i64().unwrap(),
+        e["source"].as_str().unwrap().to_string(),
+    )
+}
+
+#[test]
+fn the_members_estimator_answers_exactly_over_grpc() {
+    let dir = std::env::temp_dir().join(format!("lockstep-fe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+
+    // The summary alone counts CPU and memory: 10 replicas look placeable.
+    let (summary, _) = federate(&dir, &[]);
+    assert_eq!(estimate_of(&summary), (100, "summary".to_string()));
+    assert_eq!(summary["placements"][0]["binding"], "ml/train");
+
+    // The estimator counts the GPUs: 8, so 10 replicas do not fit.
+    let estimator = start_estimator();
+    let (exact, stderr) = federate(
+        &dir,
+        &["--estimator", &format!("gpu-cluster={}", estimator.1)],
+    );
+    assert!(
+        stderr.is_empty(),
+        "no warning when the estimator answers: {stderr}"
+    );
+    assert_eq!(estimate_of(&exact), (8, "member".to_string()));
+    assert_eq!(exact["placements"].as_array().unwrap().len(), 0, "{exact}");
+    assert_eq!(exact["unschedulable"][0]["binding"], "ml/train", "{exact}");
+
+    drop(estimator);
+
+    // An estimator that is not there: a warning, and the summary estimate.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = dead.local_addr().unwrap();
+    drop(dead);
+    let (fallback, stderr) = federate(
+        &dir,
+        &[
+            "--estimator",
+            &format!("gpu-cluster={address}"),
+            "--estimator-timeout",
+            "500ms",
+        ],
+    );
+    assert!(
+        stderr.contains("warning: cluster gpu-cluster: estimator at")
+            && stderr.contains("its summary estimate is used instead"),
+        "{stderr}"
+    );
+    assert_eq!(estimate_of(&fallback), (100, "summary".to_string()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_estimator_flags_exit_2() {
+    for (flags, says) in [
+        (
+            vec!["--estimator", "gpu-cluster"],
+            "expected CLUSTER=ADDRESS",
+        ),
+        (
+            vec!["--estimator", "nope=127.0.0.1:1"],
+            "--estimator names no Cluster",
+        ),
+        (
+            vec![
+                "--estimator",
+                "gpu-cluster=127.0.0.1:1",
+                "--estimator-timeout",
+                "0s",
+            ],
+            "is not a duration",
+        ),
+    ] {
+        let dir = std::env::temp_dir().join(format!("lockstep-fe-bad-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let input = dir.join("karmada.yaml");
+        std::fs::write(&input, KARMADA).unwrap();
+        let out = lockstep()
+            .arg("federate")
+            .arg("-f")
+            .arg(&input)
+            .args(&flags)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains(says), "{flags:?}: {stderr}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
