@@ -3,10 +3,11 @@
 //! karmada-scheduler asks it; an estimator that does not answer leaves the cluster to its
 //! summary estimate, with a warning.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+#[path = "support/estimator_process.rs"]
+mod estimator_process;
+
+use std::path::Path;
+use std::process::Command;
 
 /// One GPU cluster whose resource summary has CPU and memory for 100 replicas, but whose
 /// GPUs (two nodes x four, published through DRA) hold only 8; a binding asks 10 replicas
@@ -48,66 +49,6 @@ spec:
 
 fn lockstep() -> Command {
     Command::new(env!("CARGO_BIN_EXE_lockstep"))
-}
-
-fn member_files() -> Vec<PathBuf> {
-    let dir =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/federation/members/gpu-cluster");
-    // The member's nodes, devices and claim templates; none of its batch pods.
-    vec![dir.join("nodes.yaml"), dir.join("claims.yaml")]
-}
-
-/// Stops the estimator on drop, whatever the test did.
-struct Estimator(std::process::Child, String);
-
-impl Drop for Estimator {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_estimator() -> Estimator {
-    let mut cmd = lockstep();
-    cmd.args(["estimator", "--cluster", "gpu-cluster"]);
-    for f in member_files() {
-        cmd.arg("-f").arg(f);
-    }
-    let child = cmd
-        .args([
-            "--address",
-            "127.0.0.1:0",
-            "--metrics-address",
-            "127.0.0.1:0",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start lockstep estimator");
-    // Owned at once, so the process is stopped whatever happens next.
-    let mut estimator = Estimator(child, String::new());
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stderr = estimator.0.stderr.take().expect("piped");
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = rx
-            .recv_timeout(left)
-            .expect("the estimator says where it listens within 30 s");
-        if let Some(rest) = line.strip_prefix("lockstep estimator: cluster gpu-cluster on ") {
-            estimator.1 = rest
-                .split_whitespace()
-                .next()
-                .expect("an address")
-                .to_string();
-            return estimator;
-        }
-    }
 }
 
 /// Runs `lockstep federate -o json` on the Karmada objects with `extra` flags: (stdout as
@@ -152,7 +93,7 @@ fn the_members_estimator_answers_exactly_over_grpc() {
     assert_eq!(summary["placements"][0]["binding"], "ml/train");
 
     // The estimator counts the GPUs: 8, so 10 replicas do not fit.
-    let estimator = start_estimator();
+    let estimator = estimator_process::start("gpu-cluster", &estimator_process::gpu_member_files());
     let (exact, stderr) = federate(
         &dir,
         &["--estimator", &format!("gpu-cluster={}", estimator.1)],
