@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Result, anyhow};
 use clap::Args;
 use lockstep_estimator::member::Member;
 use lockstep_estimator::service::State;
@@ -52,17 +52,7 @@ pub fn estimator(args: &EstimatorArgs) -> Result<String> {
         }
         Some(Member::new(loaded.cluster).map_err(|e| anyhow!("the member's manifests: {e}"))?)
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let runtime = crate::service_runtime()?;
     runtime.block_on(async {
         let listener = lockstep_estimator::server::bind(args.address, "--address")
             .await

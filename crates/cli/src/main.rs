@@ -152,6 +152,22 @@ pub fn check_unknown_fields(
 }
 
 /// Prints the loader's warnings, or fails under `--strict` when fields are unknown.
+/// Logging to stderr (`RUST_LOG`, default `info`) and the async runtime of a long-running
+/// subcommand (`run`, `estimator`).
+fn service_runtime() -> Result<tokio::runtime::Runtime> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
 fn report_warnings(loaded: &lockstep_manifests::Loaded, strict: bool) -> Result<()> {
     check_unknown_fields(&loaded.unknown_fields, strict)?;
     for w in &loaded.warnings {

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use lockstep_engine::Options;
 
@@ -92,17 +92,7 @@ pub fn run(args: &RunArgs) -> Result<String> {
             lease_duration: Duration::from_secs(args.leader_elect_lease_duration),
         }),
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let runtime = crate::service_runtime()?;
     runtime.block_on(async {
         let shutdown = async {
             let mut term =
