@@ -411,8 +411,6 @@ pub(crate) fn fit_key(
     claims: &[ClaimRef],
     key: &mut Vec<i64>,
 ) {
-    let cat = &state.shared().catalog;
-    let usage = state.usage();
     key.clear();
     key.push(state.limits().max_search_steps as i64);
     key.push(i64::from(class));
@@ -421,15 +419,7 @@ pub(crate) fn fit_key(
         ClaimRef::Template(t) => i64::from(t.0),
         ClaimRef::Claim(c) => -1 - i64::from(c.0),
     }));
-    for &d in &cat.node_devices[node.index()] {
-        let e = cat.device(d);
-        key.push(i64::from(usage.exclusive[d.index()]));
-        if e.multi {
-            key.push(i64::from(usage.shares[d.index()]));
-            let start = e.cap_offset as usize;
-            key.extend_from_slice(&usage.capacity_used[start..start + e.capacity.len()]);
-        }
-    }
+    state.push_device_usage(node, key);
 }
 
 /// A remembered answer of [`fits`]: the solution, or why there is none.

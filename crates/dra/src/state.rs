@@ -512,6 +512,36 @@ impl DraState {
         self.usage.exclusive[device.index()] > 0 || self.usage.shares[device.index()] > 0
     }
 
+    /// Appends to `key` what decides device allocations on `node` right now: its class of
+    /// alike devices and how each of them is used. Nodes with equal keys give the same
+    /// answers to the same claims. `false` (nothing appended) when the node has no class (it
+    /// reaches shared counters, other nodes' devices or unusable pools): it is alike only to
+    /// itself.
+    pub fn node_usage_key(&self, node: NodeId, key: &mut Vec<i64>) -> bool {
+        let cat = &self.shared().catalog;
+        let Some(class) = cat.node_class.get(node.index()).copied().flatten() else {
+            return false;
+        };
+        key.push(i64::from(class));
+        self.push_device_usage(node, key);
+        true
+    }
+
+    /// Appends how each device of `node` is used (allocations, shares, consumed capacity).
+    pub(crate) fn push_device_usage(&self, node: NodeId, key: &mut Vec<i64>) {
+        let cat = &self.shared().catalog;
+        let usage = self.usage();
+        for &d in &cat.node_devices[node.index()] {
+            let e = cat.device(d);
+            key.push(i64::from(usage.exclusive[d.index()]));
+            if e.multi {
+                key.push(i64::from(usage.shares[d.index()]));
+                let start = e.cap_offset as usize;
+                key.extend_from_slice(&usage.capacity_used[start..start + e.capacity.len()]);
+            }
+        }
+    }
+
     /// Finds an allocation of `claims` on `node` without changing anything: claims already
     /// allocated must be usable from the node, the others are allocated by the search.
     pub fn try_allocate(&self, node: NodeId, claims: &[ClaimRef]) -> Result<NodeAllocation, Unfit> {

@@ -150,7 +150,38 @@ pub struct Profile {
     pub gang_preemption: Option<crate::preemption::GangPreemption>,
     /// How the DynamicResources score (when enabled) scores devices.
     pub device_scoring: DeviceScoring,
+    /// How a gang's pods are placed (lockstep's `gangPlacement` key).
+    pub gang_placement: GangPlacement,
+    /// Bound on the whole-gang search's placements per group cycle (lockstep's
+    /// `gangSearchSteps` key).
+    pub gang_search_steps: u64,
 }
+
+/// How the group cycle places a gang's pods (lockstep's `gangPlacement` key).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum GangPlacement {
+    /// Pod by pod as kube-scheduler does, in a few pod orders; when none places the gang, a
+    /// search over the pods' nodes and devices (see `gang_search`) looks for a placement
+    /// that satisfies every pod at once.
+    #[default]
+    Search,
+    /// Pod by pod only, in a few pod orders.
+    PodByPod,
+}
+
+impl GangPlacement {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GangPlacement::Search => "Search",
+            GangPlacement::PodByPod => "PodByPod",
+        }
+    }
+}
+
+/// The default bound on the whole-gang search's placements per group cycle.
+pub const DEFAULT_GANG_SEARCH_STEPS: u64 = 2_000;
+/// The largest `gangSearchSteps` accepted.
+pub const MAX_GANG_SEARCH_STEPS: u64 = 10_000_000;
 
 /// How the DynamicResources score scores a node's devices (lockstep's `deviceScoring` arg of
 /// DynamicResources; kube-scheduler has no DRA score).
@@ -180,6 +211,8 @@ impl Default for Profile {
             percentage_of_nodes_to_score: 0,
             gang_preemption: None,
             device_scoring: DeviceScoring::Strategy,
+            gang_placement: GangPlacement::Search,
+            gang_search_steps: DEFAULT_GANG_SEARCH_STEPS,
         }
     }
 }
@@ -202,6 +235,12 @@ pub struct KubeSchedulerConfiguration {
     /// lockstep extension: victim selection for gangs (`off`, `minimal`, `atomic`).
     #[serde(default)]
     pub gang_preemption: Option<crate::preemption::GangPreemption>,
+    /// lockstep extension: `Search` (default) or `PodByPod`.
+    #[serde(default)]
+    pub gang_placement: Option<GangPlacement>,
+    /// lockstep extension: the whole-gang search's bound on placements per group cycle.
+    #[serde(default)]
+    pub gang_search_steps: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -434,8 +473,20 @@ impl KubeSchedulerConfiguration {
         }
         let mut p = Profile {
             gang_preemption: self.gang_preemption,
+            gang_placement: self.gang_placement.unwrap_or_default(),
             ..Profile::default()
         };
+        if let Some(steps) = self.gang_search_steps {
+            if !(1..=MAX_GANG_SEARCH_STEPS).contains(&steps) {
+                return Err(ConfigError::Invalid {
+                    field: "gangSearchSteps".into(),
+                    problem: format!(
+                        "{steps} is out of range; give a number of placements from 1 to {MAX_GANG_SEARCH_STEPS}"
+                    ),
+                });
+            }
+            p.gang_search_steps = steps;
+        }
         if let Some(v) = check_percentage(
             self.percentage_of_nodes_to_score,
             "percentageOfNodesToScore",

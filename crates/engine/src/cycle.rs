@@ -150,6 +150,9 @@ pub struct Framework {
     pub tied: Vec<NodeId>,
     /// Score even a single feasible node (preemption compares placements by score).
     pub(crate) force_score: bool,
+    /// Filter every candidate node (no sampling by percentageOfNodesToScore, no nominated
+    /// node shortcut, the scan's start left alone): set by [`ranked`](Self::ranked).
+    rank_all: bool,
     /// Cycles answered from the batch state, and full cycles (for reports and tests).
     pub batched_cycles: u64,
     pub full_cycles: u64,
@@ -197,6 +200,7 @@ impl Framework {
             last_score: 0,
             tied: Vec::new(),
             force_score: false,
+            rank_all: false,
         })
     }
 
@@ -308,6 +312,16 @@ impl Framework {
         ok
     }
 
+    /// The pod's signature, when every plugin can sign it: pods with equal signatures get
+    /// the same verdict and score on every node, so they are interchangeable.
+    pub(crate) fn signature_of(&mut self, snap: &ClusterState, pod_id: PodId) -> Option<Signature> {
+        let pod = snap.pod(pod_id);
+        let signed = self.sign(snap, pod);
+        let out = signed.then(|| self.signature.clone());
+        self.signature.clear();
+        out
+    }
+
     fn passes(&mut self, snap: &ClusterState, pod: &Pod, node: NodeId) -> bool {
         self.reasons.clear();
         self.active
@@ -354,8 +368,12 @@ impl Framework {
     /// Filters nodes (all, or `candidates`), starting where the previous scan stopped, until
     /// enough feasible nodes are found; counts the reasons of the nodes that fail.
     fn scan(&mut self, snap: &ClusterState, pod: &Pod, candidates: Option<&[NodeId]>, n: usize) {
-        let want = num_feasible_nodes_to_find(self.percentage, n);
-        let start = if candidates.is_none() {
+        let want = if self.rank_all {
+            n
+        } else {
+            num_feasible_nodes_to_find(self.percentage, n)
+        };
+        let start = if candidates.is_none() && !self.rank_all {
             self.next_start % n
         } else {
             0
@@ -381,7 +399,7 @@ impl Framework {
                 }
             }
         }
-        if candidates.is_none() {
+        if candidates.is_none() && !self.rank_all {
             self.next_start = (start + processed) % n;
         }
     }
@@ -434,6 +452,35 @@ impl Framework {
             _ => None,
         };
         result
+    }
+
+    /// Every node among `candidates` (None: all) where the pod passes every filter, best
+    /// first: by total score, ties by name, as a full cycle would choose. Unlike
+    /// [`schedule_pod_on`](Self::schedule_pod_on) no node is left out by sampling and the
+    /// batching state is not used (and is dropped). The whole-gang search asks this.
+    pub(crate) fn ranked(
+        &mut self,
+        snap: &ClusterState,
+        pod_id: PodId,
+        candidates: Option<&[NodeId]>,
+    ) -> Result<Vec<NodeId>, FitError> {
+        self.batch = None;
+        self.rank_all = true;
+        let force = std::mem::replace(&mut self.force_score, true);
+        self.full_cycles += 1;
+        let result = self.full_cycle(snap, pod_id, candidates, 0, false);
+        self.rank_all = false;
+        self.force_score = force;
+        self.tied.clear();
+        result?;
+        let mut order: Vec<(i64, u32, NodeId)> = self
+            .feasible
+            .iter()
+            .zip(&self.total)
+            .map(|(&n, &t)| (-t, snap.rank(n), n))
+            .collect();
+        order.sort_unstable();
+        Ok(order.into_iter().map(|(_, _, n)| n).collect())
     }
 
     /// The full cycle of [`schedule_pod_on`](Self::schedule_pod_on): PreFilter, Filter,
@@ -511,7 +558,8 @@ impl Framework {
             .as_deref()
             .and_then(|name| snap.node_id(name))
             .filter(|node| candidates.is_none_or(|c| c.contains(node)));
-        if let Some(node) = nominated
+        if !self.rank_all
+            && let Some(node) = nominated
             && self.passes(snap, pod, node)
         {
             self.feasible.push(node);

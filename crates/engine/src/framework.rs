@@ -139,7 +139,7 @@ pub struct CycleState {
 
 /// A pod's scheduling signature: hashes of what each plugin depends on. Two pods with equal
 /// signatures get the same Filter verdict and Score on every node.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Signature(Vec<u64>);
 
 impl Signature {

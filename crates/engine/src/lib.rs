@@ -12,15 +12,17 @@ pub mod config;
 pub mod cycle;
 pub mod estimate;
 pub mod framework;
+pub mod gang_search;
 pub mod group;
 pub mod plugins;
 pub mod preemption;
 pub mod scheduler;
 pub mod state;
 
-pub use config::{KubeSchedulerConfiguration, Profile};
+pub use config::{GangPlacement, KubeSchedulerConfiguration, Profile};
 pub use cycle::{FitError, Framework};
 pub use estimate::{Estimate, estimate, estimate_on};
+pub use gang_search::GangSearchCounts;
 pub use preemption::{Eviction, GangPreemption};
 pub use scheduler::{
     AllocatedDevice, ClaimDevices, Decisions, GroupStatus, Options, Scheduler, SetupError, schedule,

@@ -26,8 +26,10 @@ impl From<crate::state::ChangeError> for SetupError {
         }
     }
 }
+use crate::config::GangPlacement;
 use crate::cycle::{FitError, Framework};
 use crate::framework::Reason;
+use crate::gang_search::{Gang, Outcome};
 use crate::group::{GroupIndex, Unit, candidate_orders, capacity_of, domains, free_of};
 use crate::preemption::{Eviction, GangPreemption, Lifted};
 use crate::state::ClusterState;
@@ -191,6 +193,8 @@ pub struct Scheduler {
     pub(crate) score_sum: i64,
     /// The nodes of the last placement preemption found (one entry per placed pod).
     pub(crate) last_placement: Vec<NodeId>,
+    /// Counters of the whole-gang search.
+    pub(crate) gang_search: crate::gang_search::GangSearchCounts,
 }
 
 impl Scheduler {
@@ -221,6 +225,7 @@ impl Scheduler {
             scopes: 0,
             score_sum: 0,
             last_placement: Vec::new(),
+            gang_search: Default::default(),
         })
     }
 
@@ -939,7 +944,28 @@ impl Scheduler {
             }
             self.rollback(mark);
         }
+        if self.options.profile.gang_placement == GangPlacement::Search {
+            let gang = Gang {
+                pods: pods.to_vec(),
+                target,
+            };
+            match self.whole_gang(&[gang], nodes) {
+                Outcome::Placed(unplaced) => return Ok(unplaced),
+                Outcome::Infeasible => {}
+                Outcome::Exhausted => {
+                    best.1 = append_note(&best.1, &self.search_stopped_note());
+                }
+            }
+        }
         Err(best)
+    }
+
+    /// What a gang's message says when the whole-gang search reached its bound.
+    pub(crate) fn search_stopped_note(&self) -> String {
+        format!(
+            "the gang placement search stopped after {} placements (gangSearchSteps) without finding one",
+            self.options.profile.gang_search_steps
+        )
     }
 
     /// One group cycle for PodGroup `g` within `nodes` (None: the whole cluster).
@@ -1138,6 +1164,15 @@ impl Scheduler {
             statuses,
             message,
         }
+    }
+}
+
+/// `text`, then `note` after a "; " when `text` is not empty.
+fn append_note(text: &str, note: &str) -> String {
+    if text.is_empty() {
+        note.to_string()
+    } else {
+        format!("{text}; {note}")
     }
 }
 
