@@ -1131,6 +1131,67 @@ impl Scheduler {
                 };
             }
             self.rollback(mark);
+            // The children one after another failed: search for all of them at once, when
+            // every ready child is needed and each is a PodGroup.
+            if self.options.profile.gang_placement == GangPlacement::Search
+                && need == children.len()
+                && ok_children < need
+            {
+                let gangs: Option<Vec<(usize, Gang)>> = children
+                    .iter()
+                    .map(|(unit, _, _)| match *unit {
+                        Unit::Group(g) => Some((
+                            g,
+                            Gang {
+                                pods: index.groups[g].pending.clone(),
+                                target: index.needed(&self.snapshot, g).max(1),
+                            },
+                        )),
+                        _ => None,
+                    })
+                    .collect();
+                if let Some(gangs) = gangs {
+                    let list: Vec<Gang> = gangs.iter().map(|(_, g)| g.clone()).collect();
+                    match self.whole_gang(&list, restrict) {
+                        Outcome::Placed(unplaced) => {
+                            let where_ = match (&cpg.topology_key, value) {
+                                (Some(k), Some(v)) => format!(" in {k}={v}"),
+                                _ => String::new(),
+                            };
+                            let statuses = gangs
+                                .iter()
+                                .map(|(g, gang)| {
+                                    let placed = gang
+                                        .pods
+                                        .iter()
+                                        .filter(|p| self.snapshot.node_of(**p).is_some())
+                                        .count();
+                                    let message = format!(
+                                        "{placed} of {} pending pods bound{where_}",
+                                        gang.pods.len()
+                                    );
+                                    (*g, true, message)
+                                })
+                                .collect();
+                            return Attempt {
+                                ok: true,
+                                message: format!(
+                                    "composite {}: {need}/{} child groups bound{where_}",
+                                    info.key,
+                                    children.len()
+                                ),
+                                failed: unplaced,
+                                statuses,
+                            };
+                        }
+                        Outcome::Infeasible => {}
+                        Outcome::Exhausted => {
+                            let note = self.search_stopped_note();
+                            notes.insert(0, note);
+                        }
+                    }
+                }
+            }
             if best.as_ref().is_none_or(|b| ok_children > b.0) {
                 best = Some((ok_children, value.clone(), notes));
             }

@@ -469,9 +469,15 @@ fn lockstep_decide(state: &[Value], unit: &[Value]) -> Result<LockstepAnswer, St
     let loaded = lockstep_manifests::load_str("state.yaml", &text)
         .map_err(|e| format!("lockstep cannot load the state: {e}"))?;
     let cluster = &loaded.cluster;
+    // Gangs pod by pod, as kube-scheduler places them: the whole-gang search would add
+    // differences by design (README, "Differences from kube-scheduler").
     let options = lockstep_engine::Options {
         batching: false,
         record_ties: true,
+        profile: lockstep_engine::Profile {
+            gang_placement: lockstep_engine::GangPlacement::PodByPod,
+            ..lockstep_engine::Profile::default()
+        },
         ..lockstep_engine::Options::default()
     };
     let d = lockstep_engine::schedule(cluster, options).map_err(|e| format!("lockstep: {e}"))?;

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use lockstep_engine::{Decisions, Options, SetupError};
+use lockstep_engine::{Decisions, GangSearchCounts, Options, Scheduler, SetupError};
 use lockstep_model::Cluster;
 use serde_json::{Value, json};
 
@@ -27,6 +27,10 @@ pub struct Pass {
     pub decisions: Decisions,
     /// Objects left out of the pass, each with the reason.
     pub excluded: Vec<(String, String)>,
+    /// Pod cycles answered by batching in the pass.
+    pub batched_cycles: u64,
+    /// The whole-gang searches of the pass.
+    pub gang_search: GangSearchCounts,
 }
 
 /// At most this many bad objects are left out of one pass before it gives up.
@@ -92,9 +96,12 @@ pub fn plan(mut values: Vec<(String, Value)>, options: &Options) -> Result<Pass,
     let mut excluded: Vec<(String, String)> = Vec::new();
     loop {
         let fault = match lockstep_manifests::load_objects(values.clone()) {
-            Ok(loaded) => match lockstep_engine::schedule(&loaded.cluster, options.clone()) {
-                Ok(decisions) => {
+            Ok(loaded) => match Scheduler::new(&loaded.cluster, options.clone()) {
+                Ok(mut scheduler) => {
+                    let decisions = scheduler.run();
                     return Ok(Pass {
+                        batched_cycles: scheduler.cycle_counts().0,
+                        gang_search: scheduler.gang_search_counts(),
                         cluster: loaded.cluster,
                         decisions,
                         excluded,

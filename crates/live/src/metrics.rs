@@ -38,6 +38,9 @@ pub struct Metrics {
     pub batched: Counter,
     pub preemption_victims: Counter,
     pub bind_errors: Counter,
+    /// Whole-gang placement searches by result: `placed`, `infeasible`, `exhausted` (the
+    /// step bound `gangSearchSteps` was reached; the gang is reported unschedulable).
+    pub gang_searches: Family<ResultLabel, Counter>,
     /// Objects left out of a pass because they cannot be read.
     pub bad_objects: Gauge,
     pub ready: AtomicBool,
@@ -84,6 +87,12 @@ impl Metrics {
             "Bindings the API server refused",
             bind_errors.clone(),
         );
+        let gang_searches = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "gang_placement_searches",
+            "Whole-gang placement searches by result",
+            gang_searches.clone(),
+        );
         let bad_objects = Gauge::default();
         registry.register(
             "unreadable_objects",
@@ -99,6 +108,7 @@ impl Metrics {
             batched,
             preemption_victims,
             bind_errors,
+            gang_searches,
             bad_objects,
             ready: AtomicBool::new(false),
         }

@@ -304,6 +304,18 @@ pub async fn run(
             }
         };
         metrics.bad_objects.set(pass.excluded.len() as i64);
+        metrics.batched.inc_by(pass.batched_cycles);
+        let g = pass.gang_search;
+        for (result, n) in [
+            ("placed", g.placed),
+            ("exhausted", g.exhausted),
+            ("infeasible", g.searches - g.placed - g.exhausted),
+        ] {
+            metrics
+                .gang_searches
+                .get_or_create(&crate::metrics::ResultLabel { result })
+                .inc_by(n);
+        }
         for (object, why) in &pass.excluded {
             if reported.insert((object.clone(), why.clone())) {
                 tracing::warn!("left out of scheduling: {why}");

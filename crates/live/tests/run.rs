@@ -238,6 +238,113 @@ spec:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_whose_devices_must_be_chosen_together_is_bound() {
+    // node-b has one NVLink GPU and one without; a-any accepts either, b-nvlink only the
+    // NVLink one. Pod by pod, a-any would take gpu-0 and strand b-nvlink.
+    let (plane, client) = setup(
+        &(NODES.to_string()
+            + r#"
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.example.com}
+spec:
+  selectors:
+  - cel: {expression: device.driver == "gpu.example.com"}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: node-b-gpus}
+spec:
+  driver: gpu.example.com
+  nodeName: node-b
+  pool: {name: node-b, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: gpu-0
+    attributes: {nvlink: {bool: true}}
+  - name: gpu-1
+    attributes: {nvlink: {bool: false}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: any-gpu, namespace: default}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.example.com}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: nvlink-gpu, namespace: default}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly:
+          deviceClassName: gpu.example.com
+          selectors:
+          - cel: {expression: 'device.attributes["gpu.example.com"].nvlink == true'}
+---
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {name: pair, namespace: default}
+spec:
+  schedulingPolicy:
+    gang: {minCount: 2}
+"#),
+    )
+    .await;
+    let run = Running::start(config(&plane));
+    let member = |name: &str, template: &str| {
+        format!(
+            r#"---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: default}}
+spec:
+  schedulerName: lockstep
+  schedulingGroup: {{podGroupName: pair}}
+  resourceClaims:
+  - {{name: gpu, resourceClaimTemplateName: {template}}}
+  containers:
+  - name: app
+    image: app
+    resources:
+      requests: {{cpu: "1", memory: 1Gi}}
+      claims: [{{name: gpu}}]
+"#
+        )
+    };
+    create(
+        &client,
+        &(member("a-any", "any-gpu") + &member("b-nvlink", "nvlink-gpu")),
+    )
+    .await;
+    for m in ["a-any", "b-nvlink"] {
+        let node = eventually(&format!("{m} to be bound"), || {
+            node_of(&client, "default", m)
+        })
+        .await;
+        assert_eq!(node, "node-b");
+    }
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), "default");
+    for (claim, device) in [("a-any-gpu", "gpu-1"), ("b-nvlink-gpu", "gpu-0")] {
+        let c = claims.get(claim).await.expect("the claim was made");
+        let results = c
+            .status
+            .and_then(|s| s.allocation)
+            .and_then(|a| a.devices)
+            .and_then(|d| d.results)
+            .expect("allocated");
+        assert_eq!(results[0].device, device, "{claim}");
+    }
+    run.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_from_a_template_is_made_allocated_and_reserved_before_binding() {
     let (plane, client) = setup(
         &(NODES.to_string()
