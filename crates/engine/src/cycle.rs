@@ -204,6 +204,12 @@ impl Framework {
         })
     }
 
+    /// Whether a cycle over `num_nodes` nodes filters all of them (percentageOfNodesToScore
+    /// leaves none out), so that the scan's rotating start changes no decision.
+    pub fn scans_all(&self, num_nodes: usize) -> bool {
+        num_feasible_nodes_to_find(self.percentage, num_nodes) >= num_nodes
+    }
+
     /// Turns opportunistic batching on or off (on by default).
     pub fn set_batching(&mut self, on: bool) {
         self.batching = on;

@@ -55,6 +55,10 @@ pub struct Options {
     /// the chosen one (`Decisions::ties`), for comparisons with schedulers that break
     /// score ties at random.
     pub record_ties: bool,
+    /// Skip a PodGroup identical to one that just failed against the same state, answering
+    /// it with that failure (only without messages; see `unit_memo_key`). The decisions are
+    /// the same either way.
+    pub remember_failed_gangs: bool,
 }
 
 impl Default for Options {
@@ -67,6 +71,7 @@ impl Default for Options {
             gang_preemption: GangPreemption::default(),
             explain: true,
             record_ties: false,
+            remember_failed_gangs: true,
         }
     }
 }
@@ -195,6 +200,27 @@ pub struct Scheduler {
     pub(crate) last_placement: Vec<NodeId>,
     /// Counters of the whole-gang search.
     pub(crate) gang_search: crate::gang_search::GangSearchCounts,
+    /// The last PodGroup that failed in this `schedule` call (see `unit_memo_key`).
+    failed_unit: Option<FailedUnit>,
+    /// PodGroups answered with a remembered failure.
+    failures_reused: u64,
+}
+
+/// What a PodGroup's cycle depends on besides the cluster state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct UnitKey {
+    /// The pending pods' signatures, in name order.
+    pods: Vec<crate::framework::Signature>,
+    /// The group's policy, topology, priority, preemption and pods needed.
+    group: String,
+}
+
+/// A PodGroup that failed against the state at `generation` (after its preemption attempt).
+#[derive(Debug)]
+struct FailedUnit {
+    key: UnitKey,
+    generation: u64,
+    group: String,
 }
 
 impl Scheduler {
@@ -226,6 +252,8 @@ impl Scheduler {
             score_sum: 0,
             last_placement: Vec::new(),
             gang_search: Default::default(),
+            failed_unit: None,
+            failures_reused: 0,
         })
     }
 
@@ -279,6 +307,12 @@ impl Scheduler {
         &self.snapshot
     }
 
+    /// PodGroups answered with the failure of an identical group before them (see
+    /// `Options::remember_failed_gangs`).
+    pub fn gang_failures_reused(&self) -> u64 {
+        self.failures_reused
+    }
+
     /// Cycles answered by batching and full cycles run so far.
     pub fn cycle_counts(&self) -> (u64, u64) {
         (self.framework.batched_cycles, self.framework.full_cycles)
@@ -308,6 +342,8 @@ impl Scheduler {
             self.index_revision = self.snapshot.revision;
         }
         self.placed_epoch.resize(self.snapshot.pod_slots(), 0);
+        // Pods placed by an earlier call may be preemption victims in this one.
+        self.failed_unit = None;
         let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
         let decisions = Decisions::default();
         let mut in_set = vec![false; cluster.pods.len()];
@@ -445,12 +481,49 @@ impl Scheduler {
                     },
                     Unit::Group(_) | Unit::Composite(_) => {
                         let mark = self.log.len();
-                        let mut attempt = self.try_unit(index, unit);
-                        if !attempt.ok
-                            && let Some(after) = self.preempt_for_unit(index, unit, &mut decisions)
-                        {
-                            attempt = after;
-                        }
+                        let memo_key = self.unit_memo_key(index, unit);
+                        let remembered = match (&memo_key, &self.failed_unit) {
+                            (Some(k), Some(f))
+                                if f.key == *k && f.generation == self.snapshot.generation =>
+                            {
+                                Some(f.group.clone())
+                            }
+                            _ => None,
+                        };
+                        let attempt = if let (Some(other), Unit::Group(g)) = (remembered, unit) {
+                            self.failures_reused += 1;
+                            let message = format!(
+                                "gang {}: does not fit, as gang {other} with the same pods did not",
+                                index.groups[g].key
+                            );
+                            Attempt {
+                                ok: false,
+                                failed: index.groups[g]
+                                    .pending
+                                    .iter()
+                                    .map(|p| (*p, message.clone()))
+                                    .collect(),
+                                statuses: vec![(g, false, message.clone())],
+                                message,
+                            }
+                        } else {
+                            let mut attempt = self.try_unit(index, unit);
+                            if !attempt.ok
+                                && let Some(after) =
+                                    self.preempt_for_unit(index, unit, &mut decisions)
+                            {
+                                attempt = after;
+                            }
+                            self.failed_unit = match (memo_key, unit, attempt.ok) {
+                                (Some(key), Unit::Group(g), false) => Some(FailedUnit {
+                                    key,
+                                    generation: self.snapshot.generation,
+                                    group: index.groups[g].key.clone(),
+                                }),
+                                _ => None,
+                            };
+                            attempt
+                        };
                         for i in mark..self.log.len() {
                             let p = self.log[i].0;
                             self.mark_placed(p);
@@ -539,6 +612,48 @@ impl Scheduler {
             Unit::Composite(c) => self.try_composite(index, c, None),
             Unit::Pod(_) => unreachable!("pods have their own cycle"),
         }
+    }
+
+    /// What decides a PodGroup's cycle besides the cluster state, when it can be remembered:
+    /// the simulator (which builds no messages) skips a gang identical to one that just
+    /// failed against the same state. `None` when the unit is not such a gang: a composite,
+    /// a group with running members or claims of its own, a pod that cannot be signed, or
+    /// messages are wanted (they name the gang).
+    fn unit_memo_key(&mut self, index: &GroupIndex, unit: Unit) -> Option<UnitKey> {
+        let Unit::Group(g) = unit else {
+            return None;
+        };
+        // Sampling nodes moves the scan's start with every cycle: skipping one would change
+        // later decisions.
+        if self.options.explain
+            || !self.options.remember_failed_gangs
+            || !self.framework.scans_all(self.snapshot.num_nodes())
+        {
+            return None;
+        }
+        let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
+        let pg = &cluster.pod_groups[g];
+        let info = &index.groups[g];
+        if !info.bound.is_empty() || !pg.resource_claims.is_empty() || pg.parent.is_some() {
+            return None;
+        }
+        // The pods in name order: the group cycle's orders break ties by name.
+        let mut pods = Vec::with_capacity(info.pending.len());
+        for &p in &info.pending {
+            pods.push(self.framework.signature_of(&self.snapshot, p)?);
+        }
+        Some(UnitKey {
+            pods,
+            group: format!(
+                "{:?}/{:?}/{}/{:?}/{:?}/{}",
+                pg.policy,
+                pg.topology_key,
+                info.priority,
+                pg.preemption_policy,
+                pg.disruption_mode,
+                index.needed(&self.snapshot, g)
+            ),
+        })
     }
 
     /// Takes victims off their nodes, returning where they were.
