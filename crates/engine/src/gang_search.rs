@@ -115,8 +115,9 @@ impl Search<'_> {
 impl Scheduler {
     /// The whole-gang search for `gangs` on `nodes` (None: every node). See the module.
     pub(crate) fn whole_gang(&mut self, gangs: &[Gang], nodes: Option<&[NodeId]>) -> Outcome {
-        // Identical pods that do not look at other pods: placing them one after another
-        // fails only when no node has room for one more, whatever the order.
+        // Identical pods that look at no other pods and claim no devices: placing them one
+        // after another fails only when no node has room for one more, whatever the order.
+        // (With claims it can fail: a first-fit device choice may strand the next pod.)
         let mut signatures: Vec<Option<Signature>> = Vec::new();
         for gang in gangs {
             for &pod in &gang.pods {
@@ -128,6 +129,7 @@ impl Scheduler {
             pod.pod_affinity.is_empty()
                 && pod.pod_anti_affinity.is_empty()
                 && pod.topology_spread.is_empty()
+                && matches!(self.snapshot.claims(p), PodClaims::None)
         });
         if independent
             && signatures.first().is_some_and(Option::is_some)
