@@ -1255,13 +1255,22 @@ impl Scheduler {
                 let gangs: Option<Vec<(usize, Gang)>> = children
                     .iter()
                     .map(|(unit, _, _)| match *unit {
-                        Unit::Group(g) => Some((
-                            g,
-                            Gang {
-                                pods: index.groups[g].pending.clone(),
-                                target: index.needed(&self.snapshot, g).max(1),
-                            },
-                        )),
+                        // A child's own topology constraint is met by the composite's domain
+                        // only when it names the same key.
+                        Unit::Group(g)
+                            if cluster.pod_groups[g]
+                                .topology_key
+                                .as_ref()
+                                .is_none_or(|k| Some(k) == cpg.topology_key.as_ref()) =>
+                        {
+                            Some((
+                                g,
+                                Gang {
+                                    pods: index.groups[g].pending.clone(),
+                                    target: index.needed(&self.snapshot, g).max(1),
+                                },
+                            ))
+                        }
                         _ => None,
                     })
                     .collect();
@@ -1281,8 +1290,15 @@ impl Scheduler {
                                         .iter()
                                         .filter(|p| self.snapshot.node_of(**p).is_some())
                                         .count();
+                                    // As the child's own cycle reports it: its domain only
+                                    // when it has a topology constraint of its own.
+                                    let own = if cluster.pod_groups[*g].topology_key.is_some() {
+                                        where_.as_str()
+                                    } else {
+                                        ""
+                                    };
                                     let message = format!(
-                                        "{placed} of {} pending pods bound{where_}",
+                                        "{placed} of {} pending pods bound{own}",
                                         gang.pods.len()
                                     );
                                     (*g, true, message)
