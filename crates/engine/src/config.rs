@@ -152,8 +152,8 @@ pub struct Profile {
     pub device_scoring: DeviceScoring,
     /// How a gang's pods are placed (lockstep's `gangPlacement` key).
     pub gang_placement: GangPlacement,
-    /// Bound on the whole-gang search's placements per group cycle (lockstep's
-    /// `gangSearchSteps` key).
+    /// Bound on the placements one whole-gang search tries (one search per topology domain
+    /// tried; lockstep's `gangSearchSteps` key).
     pub gang_search_steps: u64,
 }
 
@@ -178,7 +178,7 @@ impl GangPlacement {
     }
 }
 
-/// The default bound on the whole-gang search's placements per group cycle.
+/// The default bound on the placements one whole-gang search tries.
 pub const DEFAULT_GANG_SEARCH_STEPS: u64 = 2_000;
 /// The largest `gangSearchSteps` accepted.
 pub const MAX_GANG_SEARCH_STEPS: u64 = 10_000_000;
@@ -238,7 +238,7 @@ pub struct KubeSchedulerConfiguration {
     /// lockstep extension: `Search` (default) or `PodByPod`.
     #[serde(default)]
     pub gang_placement: Option<GangPlacement>,
-    /// lockstep extension: the whole-gang search's bound on placements per group cycle.
+    /// lockstep extension: the bound on the placements one whole-gang search tries.
     #[serde(default)]
     pub gang_search_steps: Option<u64>,
 }
