@@ -1078,7 +1078,7 @@ impl Scheduler {
     /// What a gang's message says when the whole-gang search reached its bound.
     pub(crate) fn search_stopped_note(&self) -> String {
         format!(
-            "the gang placement search stopped after {} placements (gangSearchSteps) without finding one",
+            "the whole-gang search reached its bound (gangSearchSteps: {}) without finding a placement",
             self.options.profile.gang_search_steps
         )
     }
@@ -1359,12 +1359,21 @@ impl Scheduler {
     }
 }
 
-/// `text`, then `note` after a "; " when `text` is not empty.
+/// `text`, then `note` as a sentence of its own when `text` ends one, else after "; ".
 fn append_note(text: &str, note: &str) -> String {
     if text.is_empty() {
-        note.to_string()
-    } else {
-        format!("{text}; {note}")
+        return note.to_string();
+    }
+    match text.strip_suffix('.') {
+        Some(_) => {
+            let mut chars = note.chars();
+            let first: String = chars
+                .next()
+                .map(|c| c.to_uppercase().collect())
+                .unwrap_or_default();
+            format!("{text} {first}{}.", chars.as_str())
+        }
+        None => format!("{text}; {note}"),
     }
 }
 
