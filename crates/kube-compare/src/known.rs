@@ -93,6 +93,14 @@ pub const KNOWN: &[Known] = &[
         random_tie: false,
     },
     Known {
+        // Compared with `gangPlacement: PodByPod`: one by one the gang strands its NVLink
+        // pod, and lockstep evicts the pod holding the other NVLink GPU.
+        case: "gang-search-before-preemption",
+        pod: None,
+        reason: DRA_PREEMPTION,
+        random_tie: false,
+    },
+    Known {
         case: "gang-composite-zone-racks",
         pod: None,
         reason: RACK_TIE,
