@@ -3,6 +3,7 @@
 //! development-only crate: no product crate depends on it.
 
 pub mod oracle;
+pub mod placement;
 
 pub use lockstep_model::builders::*;
 use lockstep_model::{Cluster, Pod, PodPhase, PreemptionPolicy};
