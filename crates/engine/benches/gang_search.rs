@@ -11,7 +11,7 @@
 //! - `dra_8pods_no_fit_100nodes`: the same with only the NVLink GPU on that node: neither
 //!   places it, the search proves it.
 //! - `identical_64pods_fits_1000nodes`: 64 pods of 3 CPU on 1000 nodes of 4 CPU.
-//! - `identical_64pods_no_fit_1000nodes`: the same 64 pods where only 60 nodes have room.
+//! - `identical_64pods_no_fit_1000nodes`: the same 64 pods where only 63 nodes have room.
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use lockstep_engine::{GangPlacement, Options, Scheduler};
@@ -51,6 +51,7 @@ fn dra_gang(node50: Node50) -> Cluster {
     let nodes = (0..100)
         .map(|i| NodeSpec {
             cpu_milli: 64_000,
+            memory_gi: 512,
             gpus: match (i, node50) {
                 (50, Node50::Both) => vec![a_nvlink, a_plain],
                 (50, Node50::PlainFirst) => vec![a_plain, a_nvlink],
@@ -63,16 +64,19 @@ fn dra_gang(node50: Node50) -> Cluster {
     let mut pods = vec![
         PodSpec {
             cpu_milli: 1000,
+            memory_gi: 1,
             devices: vec![Selector::ModelA],
         },
         PodSpec {
             cpu_milli: 1000,
+            memory_gi: 1,
             devices: vec![Selector::ModelANvlink],
         },
     ];
     for k in 0..6 {
         pods.push(PodSpec {
             cpu_milli: 2000 + 1000 * k,
+            memory_gi: 1,
             devices: vec![Selector::ModelB; 1 + (k as usize % 2)],
         });
     }
@@ -87,11 +91,12 @@ fn dra_gang(node50: Node50) -> Cluster {
 }
 
 /// 64 pods of 3 CPU (minCount 64) on 1000 nodes, of 4 CPU, or with `fits` false of 2 CPU
-/// but 60.
+/// but 63 (every 16th).
 fn identical_gang(fits: bool) -> Cluster {
     let nodes = (0..1000)
         .map(|i| NodeSpec {
             cpu_milli: if fits || i % 16 == 0 { 4000 } else { 2000 },
+            memory_gi: 32,
             gpus: Vec::new(),
             rack: None,
         })
@@ -103,6 +108,7 @@ fn identical_gang(fits: bool) -> Cluster {
         pods: vec![
             PodSpec {
                 cpu_milli: 3000,
+                memory_gi: 1,
                 devices: Vec::new(),
             };
             64

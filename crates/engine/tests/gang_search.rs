@@ -48,14 +48,29 @@ fn every_placement_holds_and_no_infeasible_gang_is_placed() {
     );
 }
 
+/// Seeds past `SEEDS` whose gangs `Search` fails although they have a placement, all with
+/// CPU and memory both binding and minCount below the gang's size (11900: the search's
+/// capacity precheck; 4528, 21240, 32542: the topology domains' precheck).
+const KNOWN: [u64; 6] = [4528, 11900, 19008, 21240, 29877, 32542];
+
 /// With `Search`, every gang that has a placement is placed.
 #[test]
-#[ignore = "fails: identical pods with claims from templates, which first-fit device allocation strands on one node, are declared infeasible before the search runs (seeds 774, 3200, 3494)"]
+#[ignore = "fails: (1) identical pods with template claims that first-fit device allocation \
+            strands are declared infeasible before the search runs (seeds 1334, 1776, 2074); \
+            (2) the search's capacity precheck and (3) the topology domains' precheck sum the \
+            requests of the smallest-share pods, which with CPU and memory and minCount below \
+            the size is not the least any minCount pods need (KNOWN)"]
 fn search_places_every_feasible_gang() {
-    let t = tally(0..SEEDS);
+    let mut t = tally(0..SEEDS);
+    for seed in KNOWN {
+        let k = tally(seed..seed + 1);
+        t.feasible += k.feasible;
+        t.search_placed += k.search_placed;
+        t.errors.extend(k.errors);
+    }
     assert!(
         t.errors.is_empty(),
-        "{} of {SEEDS} instances wrong:\n{}",
+        "{} instances wrong:\n{}",
         t.errors.len(),
         t.errors.join("\n")
     );

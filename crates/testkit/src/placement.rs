@@ -1,15 +1,15 @@
 //! Random small gang placement instances and an exhaustive placement oracle, independent of
 //! the engine, for testing the whole-gang placement search.
 //!
-//! An instance is at most four nodes (CPU and zero to four GPUs described by a DRA
+//! An instance is at most four nodes (CPU, memory and zero to four GPUs described by a DRA
 //! ResourceSlice, each GPU with a `model` of `a` or `b` and an `nvlink` flag; some nodes with
-//! a `rack` label), sometimes running pods holding CPU or one GPU, and one gang of two to five
-//! pods (minCount its size or one less, optionally a topology key `rack`). Each pod asks CPU
-//! and zero to two GPUs through a ResourceClaimTemplate whose requests select GPUs by CEL on
+//! a `rack` label), sometimes running pods holding CPU, memory or one GPU, and one gang of two
+//! to five pods (minCount its size or one less, optionally a topology key `rack`). Each pod
+//! asks CPU, memory and zero to two GPUs through a ResourceClaimTemplate whose requests select GPUs by CEL on
 //! the attributes.
 //!
 //! The oracle enumerates every assignment of the pods to nodes or to no node, keeps those that
-//! place at least minCount pods within CPU and (with the topology key) within one rack, and
+//! place at least minCount pods within CPU and memory and (with the topology key) within one rack, and
 //! for every node matches the placed pods' device requests to distinct free devices by brute
 //! force. It shares no code with the engine.
 
@@ -91,6 +91,7 @@ impl Selector {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeSpec {
     pub cpu_milli: i64,
+    pub memory_gi: i64,
     pub gpus: Vec<Gpu>,
     pub rack: Option<u8>,
 }
@@ -100,6 +101,7 @@ pub struct NodeSpec {
 pub struct Running {
     pub node: usize,
     pub cpu_milli: i64,
+    pub memory_gi: i64,
     /// The index of the GPU it holds on its node.
     pub gpu: Option<usize>,
 }
@@ -107,6 +109,7 @@ pub struct Running {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodSpec {
     pub cpu_milli: i64,
+    pub memory_gi: i64,
     /// One device per entry (the requests `r0`, `r1` of its claim template).
     pub devices: Vec<Selector>,
 }
@@ -157,6 +160,7 @@ impl Instance {
         let nodes: Vec<NodeSpec> = (0..n_nodes)
             .map(|_| NodeSpec {
                 cpu_milli: r.pick(&[2000, 3000, 4000, 6000]),
+                memory_gi: r.pick(&[4, 6, 8, 16]),
                 gpus: (0..r.below(5))
                     .map(|_| Gpu {
                         model_a: r.chance(50),
@@ -178,18 +182,20 @@ impl Instance {
                 .filter(|g| !held.contains(g))
                 .collect();
             let gpu = (!free.is_empty() && r.chance(60)).then(|| r.pick(&free));
-            let used: i64 = running
-                .iter()
-                .filter(|x| x.node == node)
-                .map(|x| x.cpu_milli)
-                .sum();
+            let on_node = || running.iter().filter(|x: &&Running| x.node == node);
+            let used: i64 = on_node().map(|x| x.cpu_milli).sum();
+            let used_memory: i64 = on_node().map(|x| x.memory_gi).sum();
             // Running pods fit their node.
             let cpu_milli = r
                 .pick(&[0, 500, 1000, 2000])
                 .min(nodes[node].cpu_milli - used);
+            let memory_gi = r
+                .pick(&[0, 1, 2, 4])
+                .min(nodes[node].memory_gi - used_memory);
             running.push(Running {
                 node,
                 cpu_milli,
+                memory_gi,
                 gpu,
             });
         }
@@ -198,6 +204,7 @@ impl Instance {
         let shapes: Vec<PodSpec> = (0..1 + r.below(size as u64))
             .map(|_| PodSpec {
                 cpu_milli: r.pick(&[500, 1000, 1500, 2000, 3000]),
+                memory_gi: r.pick(&[1, 2, 3, 4, 6]),
                 devices: (0..r.pick(&[0, 1, 1, 2, 2]))
                     .map(|_| r.pick(&Selector::ALL))
                     .collect(),
@@ -237,7 +244,7 @@ impl Instance {
         let mut c = Cluster::default();
         for (i, n) in self.nodes.iter().enumerate() {
             let name = Self::node_name(i);
-            let mut nd = node(&mut c, &name, n.cpu_milli, 64 * GI, 110);
+            let mut nd = node(&mut c, &name, n.cpu_milli, n.memory_gi * GI, 110);
             if let Some(rack) = n.rack {
                 nd.labels.insert(RACK.into(), format!("rack-{rack}"));
             }
@@ -283,7 +290,7 @@ impl Instance {
         for (k, run) in self.running.iter().enumerate() {
             let name = format!("run-{k}");
             let node_name = Self::node_name(run.node);
-            let mut p = pod(&mut c, &name, run.cpu_milli, GI);
+            let mut p = pod(&mut c, &name, run.cpu_milli, run.memory_gi * GI);
             p.node_name = Some(node_name.clone());
             p.phase = PodPhase::Running;
             if let Some(g) = run.gpu {
@@ -340,7 +347,12 @@ impl Instance {
         c.pod_groups
             .push(gang(GANG, self.min as u32, self.topology.then_some(RACK)));
         for (k, spec) in self.pods.iter().enumerate() {
-            let mut p = pod(&mut c, &Self::pod_name(k), spec.cpu_milli, GI);
+            let mut p = pod(
+                &mut c,
+                &Self::pod_name(k),
+                spec.cpu_milli,
+                spec.memory_gi * GI,
+            );
             p.pod_group = Some(GANG.into());
             if !spec.devices.is_empty() {
                 p.resource_claims.push(lockstep_model::PodResourceClaim {
@@ -355,13 +367,30 @@ impl Instance {
         finish(c)
     }
 
-    /// CPU free on each node after the running pods.
-    pub fn free_cpu(&self) -> Vec<i64> {
-        let mut free: Vec<i64> = self.nodes.iter().map(|n| n.cpu_milli).collect();
+    /// CPU (millicores) and memory (GiB) free on each node after the running pods.
+    pub fn free_cpu_memory(&self) -> Vec<(i64, i64)> {
+        let mut free: Vec<(i64, i64)> = self
+            .nodes
+            .iter()
+            .map(|n| (n.cpu_milli, n.memory_gi))
+            .collect();
         for r in &self.running {
-            free[r.node] -= r.cpu_milli;
+            free[r.node].0 -= r.cpu_milli;
+            free[r.node].1 -= r.memory_gi;
         }
         free
+    }
+
+    /// Whether the pods of `assign` fit the free CPU and memory; else the node over.
+    pub fn over_capacity(&self, assign: &[Option<usize>]) -> Option<usize> {
+        let mut free = self.free_cpu_memory();
+        for (k, a) in assign.iter().enumerate() {
+            if let Some(n) = a {
+                free[*n].0 -= self.pods[k].cpu_milli;
+                free[*n].1 -= self.pods[k].memory_gi;
+            }
+        }
+        free.iter().position(|&(c, m)| c < 0 || m < 0)
     }
 
     /// Whether each GPU of each node is free of running pods.
@@ -415,13 +444,7 @@ impl Instance {
                 return false;
             }
         }
-        let mut cpu = self.free_cpu();
-        for (k, a) in assign.iter().enumerate() {
-            if let Some(n) = a {
-                cpu[*n] -= self.pods[k].cpu_milli;
-            }
-        }
-        if cpu.iter().any(|&c| c < 0) {
+        if self.over_capacity(assign).is_some() {
             return false;
         }
         let free = self.free_gpus();
@@ -550,7 +573,7 @@ pub fn decide(
 }
 
 /// Checks the engine's decisions against the instance: every bound pod is a gang pod, the
-/// bound pods fit the nodes' free CPU, sit in one rack under the topology key, and hold
+/// bound pods fit the nodes' free CPU and memory, sit in one rack under the topology key, and hold
 /// distinct free devices of their node that their requests' selectors accept, one per
 /// request. Returns whether the gang was placed (at least minCount pods bound, and the
 /// PodGroup says so).
@@ -592,14 +615,8 @@ pub fn check(inst: &Instance, d: &lockstep_engine::Decisions) -> Result<bool, St
     if placed == 0 {
         return Ok(false);
     }
-    let mut cpu = inst.free_cpu();
-    for (k, a) in assign.iter().enumerate() {
-        if let Some(n) = a {
-            cpu[*n] -= inst.pods[k].cpu_milli;
-        }
-    }
-    if let Some(n) = cpu.iter().position(|&c| c < 0) {
-        return Err(format!("node-{n} over its CPU: {assign:?}"));
+    if let Some(n) = inst.over_capacity(&assign) {
+        return Err(format!("node-{n} over its CPU or memory: {assign:?}"));
     }
     if inst.topology {
         let racks: Vec<Option<u8>> = assign
@@ -707,20 +724,22 @@ mod tests {
     }
 
     #[test]
-    fn oracle_respects_cpu_min_count_and_racks() {
+    fn oracle_respects_cpu_memory_min_count_and_racks() {
         let node = |cpu, rack| NodeSpec {
             cpu_milli: cpu,
+            memory_gi: 8,
             gpus: vec![],
             rack,
         };
-        let p = |cpu| PodSpec {
+        let p = |cpu, memory_gi| PodSpec {
             cpu_milli: cpu,
+            memory_gi,
             devices: vec![],
         };
         let mut inst = Instance {
             nodes: vec![node(2000, Some(0)), node(2000, Some(1))],
             running: vec![],
-            pods: vec![p(2000), p(2000)],
+            pods: vec![p(2000, 1), p(2000, 1)],
             min: 2,
             topology: false,
         };
@@ -729,17 +748,45 @@ mod tests {
         assert!(!inst.feasible(), "two racks of one pod each");
         inst.min = 1;
         assert!(inst.feasible());
-        inst.running.push(Running {
-            node: 0,
-            cpu_milli: 500,
+        let run = |node, cpu_milli, memory_gi| Running {
+            node,
+            cpu_milli,
+            memory_gi,
             gpu: None,
-        });
-        inst.running.push(Running {
-            node: 1,
-            cpu_milli: 500,
-            gpu: None,
-        });
+        };
+        inst.running = vec![run(0, 500, 0), run(1, 500, 0)];
         assert!(!inst.feasible(), "no node has 2 CPU free");
+        inst.running = vec![run(0, 0, 8), run(1, 0, 7)];
+        assert!(inst.feasible(), "node-1 has 1Gi free");
+        inst.running = vec![run(0, 0, 8), run(1, 0, 8)];
+        assert!(!inst.feasible(), "no node has 1Gi free");
+    }
+
+    #[test]
+    fn two_resources_pick_the_pair_that_fits() {
+        // One node of 9 CPU and 9Gi: of (5, 5), (5, 4), (1, 5) only the last two fit together.
+        let inst = Instance {
+            nodes: vec![NodeSpec {
+                cpu_milli: 9000,
+                memory_gi: 9,
+                gpus: vec![],
+                rack: None,
+            }],
+            running: vec![],
+            pods: [(5000, 5), (5000, 4), (1000, 5)]
+                .map(|(cpu_milli, memory_gi)| PodSpec {
+                    cpu_milli,
+                    memory_gi,
+                    devices: vec![],
+                })
+                .to_vec(),
+            min: 2,
+            topology: false,
+        };
+        assert!(inst.feasible());
+        assert!(inst.valid(&[None, Some(0), Some(0)]));
+        assert!(!inst.valid(&[Some(0), Some(0), None]));
+        assert!(!inst.valid(&[Some(0), None, Some(0)]));
     }
 
     #[test]
