@@ -1,8 +1,10 @@
 //! `lockstep-testkit`: clusters built in code for tests and benchmarks (scheduler_perf
-//! shapes, gangs, racks, DRA GPU nodes) and the exhaustive preemption oracle. A
-//! development-only crate: no product crate depends on it.
+//! shapes, gangs, racks, DRA GPU nodes), the exhaustive preemption oracle and the exhaustive
+//! gang placement oracle (`placement`). A development-only crate: no product crate depends
+//! on it.
 
 pub mod oracle;
+pub mod placement;
 
 pub use lockstep_model::builders::*;
 use lockstep_model::{Cluster, Pod, PodPhase, PreemptionPolicy};
