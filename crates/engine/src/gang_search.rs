@@ -28,9 +28,10 @@
 //! pods) and hold no pod of the unit are one candidate, the best-scored of them; identical
 //! pods (equal scheduling signatures) never try a node an identical pod before them already
 //! failed on (the placements would only be swapped); a pod that fits no node before any of
-//! the unit is placed, and needs no mate, is left out at once; a gang whose smallest
-//! members' total requests exceed the free capacity fails at once. Every placement tried is
-//! one step; past `gangSearchSteps` the search stops and says so.
+//! the unit is placed, and needs no mate, is left out at once; a gang that cannot fit the
+//! free capacity even with its smallest requests (per resource, the `minCount` smallest
+//! summed) fails at once. Every placement tried is one step; past `gangSearchSteps` the
+//! search stops and says so.
 
 use std::collections::HashMap;
 
@@ -38,7 +39,7 @@ use lockstep_dra::{ClaimRef, NodeAllocation};
 use lockstep_model::{NodeId, PodId};
 
 use crate::framework::Signature;
-use crate::group::{capacity_of, dominant_share, free_of};
+use crate::group::{capacity_of, dominant_share, free_of, min_demand};
 use crate::scheduler::Scheduler;
 use crate::state::PodClaims;
 
@@ -148,23 +149,11 @@ impl Scheduler {
                 &all
             }
         };
-        // A gang whose smallest members cannot fit the free capacity fails at once.
+        // A gang whose least demand cannot fit the free capacity fails at once.
         let capacity = capacity_of(snap, node_list);
         let free = free_of(snap, node_list);
         for gang in gangs {
-            let mut by_share: Vec<(f64, PodId)> = gang
-                .pods
-                .iter()
-                .map(|&p| (dominant_share(snap, p, &capacity), p))
-                .collect();
-            by_share.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let mut demand = vec![0i64; snap.width];
-            for (_, p) in by_share.iter().take(gang.target) {
-                for (r, v) in snap.pod(*p).requests.iter() {
-                    demand[r.index()] += v;
-                }
-                demand[lockstep_model::ResourceId::PODS.index()] += 1;
-            }
+            let demand = min_demand(snap, &gang.pods, gang.target);
             if demand.iter().zip(&free).any(|(d, f)| d > f) {
                 return Outcome::Infeasible;
             }

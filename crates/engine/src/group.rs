@@ -383,6 +383,26 @@ pub fn free_of(snap: &ClusterState, nodes: &[NodeId]) -> Vec<i64> {
     free
 }
 
+/// The least any `needed` of `pods` ask together, per resource (the pod count included): for
+/// each resource the `needed` smallest requests of it, summed. A lower bound on what a gang
+/// needs whichever of its pods are placed.
+pub fn min_demand(snap: &ClusterState, pods: &[PodId], needed: usize) -> Vec<i64> {
+    let mut demand = vec![0i64; snap.width];
+    let mut amounts: Vec<i64> = Vec::with_capacity(pods.len());
+    for (r, d) in demand.iter_mut().enumerate() {
+        let id = ResourceId(r as u16);
+        if id == ResourceId::PODS {
+            *d = needed.min(pods.len()) as i64;
+            continue;
+        }
+        amounts.clear();
+        amounts.extend(pods.iter().map(|p| snap.pod(*p).requests.get(id)));
+        amounts.sort_unstable();
+        *d = amounts.iter().take(needed).sum();
+    }
+    demand
+}
+
 /// The orders worth trying for a group's pods: hardest first, then largest first by each
 /// requested resource, then name order; duplicates removed.
 pub fn candidate_orders(snap: &ClusterState, pods: &[PodId], capacity: &[i64]) -> Vec<Vec<PodId>> {

@@ -30,7 +30,7 @@ use crate::config::GangPlacement;
 use crate::cycle::{FitError, Framework};
 use crate::framework::Reason;
 use crate::gang_search::{Gang, Outcome};
-use crate::group::{GroupIndex, Unit, candidate_orders, capacity_of, domains, free_of};
+use crate::group::{GroupIndex, Unit, candidate_orders, capacity_of, domains, free_of, min_demand};
 use crate::preemption::{Eviction, GangPreemption, Lifted};
 use crate::state::ClusterState;
 
@@ -955,31 +955,9 @@ impl Scheduler {
             [Some(v)] => doms.retain(|k, _| *k == v.as_str()),
             _ => doms.clear(),
         }
-        // Demand of the smallest `needed` pods, per resource (pods as one slot each).
+        // The least any `needed` of the pods ask, per resource (pods as one slot each).
         let total_cap = capacity_of(snap, nodes);
-        let capacity_share = |p: &PodId| {
-            let pod = snap.pod(*p);
-            pod.requests
-                .iter()
-                .map(|(r, v)| {
-                    let c = total_cap[r.index()];
-                    if c > 0 {
-                        v as f64 / c as f64
-                    } else {
-                        f64::INFINITY
-                    }
-                })
-                .fold(0f64, f64::max)
-        };
-        let mut smallest: Vec<PodId> = demand_pods.to_vec();
-        smallest.sort_by(|a, b| capacity_share(a).total_cmp(&capacity_share(b)));
-        let mut demand = vec![0i64; snap.width];
-        for p in smallest.iter().take(needed.max(1)) {
-            for (r, v) in snap.pod(*p).requests.iter() {
-                demand[r.index()] += v;
-            }
-            demand[lockstep_model::ResourceId::PODS.index()] += 1;
-        }
+        let demand = min_demand(snap, demand_pods, needed.max(1));
         let dominant = (0..snap.width)
             .filter(|&r| total_cap[r] > 0)
             .max_by(|&a, &b| {
