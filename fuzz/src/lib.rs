@@ -605,16 +605,15 @@ fn empty_shape_request() -> estimator_pb::MaxAvailableReplicasRequest {
 /// every request leaves the member as it found it (the free pod slots are the same after).
 pub fn estimator(data: &[u8]) {
     use lockstep_estimator::proto::service::estimator_server::Estimator as _;
-    use prost::Message;
     thread_local! {
         static ESTIMATOR: Estimator = Estimator::new();
     }
-    let Some((&method, message)) = data.split_first() else {
-        return;
-    };
     if data.len() > MAX_INPUT {
         return;
     }
+    let Some(request) = EstimatorRequest::decode(data) else {
+        return;
+    };
     ESTIMATOR.with(|e| {
         let s = &e.service;
         let check = |status: tonic::Status| {
@@ -631,27 +630,19 @@ pub fn estimator(data: &[u8]) {
                 "an InvalidArgument that does not start with a request field: {m:?}"
             );
         };
-        match method % 3 {
-            0 => {
-                let Ok(r) = estimator_pb::MaxAvailableReplicasRequest::decode(message) else {
-                    return;
-                };
-                match e.max_replicas(r) {
-                    Ok(a) => {
-                        let n = u64::try_from(a.max_replicas).expect("a count of zero or more");
-                        assert!(
-                            n <= e.empty,
-                            "{n} replicas, more than {} pod slots",
-                            e.empty
-                        );
-                    }
-                    Err(status) => check(status),
+        match request {
+            EstimatorRequest::Replicas(r) => match e.max_replicas(r) {
+                Ok(a) => {
+                    let n = u64::try_from(a.max_replicas).expect("a count of zero or more");
+                    assert!(
+                        n <= e.empty,
+                        "{n} replicas, more than {} pod slots",
+                        e.empty
+                    );
                 }
-            }
-            1 => {
-                let Ok(r) = estimator_pb::MaxAvailableComponentSetsRequest::decode(message) else {
-                    return;
-                };
+                Err(status) => check(status),
+            },
+            EstimatorRequest::Sets(r) => {
                 let per_set: u128 = r
                     .components
                     .iter()
@@ -672,10 +663,7 @@ pub fn estimator(data: &[u8]) {
                     Err(status) => check(status),
                 }
             }
-            _ => {
-                let Ok(r) = estimator_pb::SelectVictimsRequest::decode(message) else {
-                    return;
-                };
+            EstimatorRequest::Victims(r) => {
                 let candidates: BTreeSet<String> = r
                     .candidates
                     .iter()
@@ -707,8 +695,39 @@ pub fn estimator(data: &[u8]) {
     });
 }
 
+/// An `estimator` input decoded: the method its first byte chooses (by its value modulo 3)
+/// and the rest as that method's request message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EstimatorRequest {
+    Replicas(estimator_pb::MaxAvailableReplicasRequest),
+    Sets(estimator_pb::MaxAvailableComponentSetsRequest),
+    Victims(estimator_pb::SelectVictimsRequest),
+}
+
+impl EstimatorRequest {
+    /// `None` for an empty input or a message prost does not decode (tonic's transport
+    /// refuses those before the service sees them).
+    pub fn decode(data: &[u8]) -> Option<EstimatorRequest> {
+        use prost::Message;
+        let (&method, message) = data.split_first()?;
+        Some(match method % 3 {
+            0 => EstimatorRequest::Replicas(
+                estimator_pb::MaxAvailableReplicasRequest::decode(message).ok()?,
+            ),
+            1 => EstimatorRequest::Sets(
+                estimator_pb::MaxAvailableComponentSetsRequest::decode(message).ok()?,
+            ),
+            _ => {
+                EstimatorRequest::Victims(estimator_pb::SelectVictimsRequest::decode(message).ok()?)
+            }
+        })
+    }
+}
+
 /// The `estimator` target's seed inputs (`fuzz/corpus/estimator/`, checked against this
-/// by `crates/cli/tests/fuzz_corpus.rs`): valid requests of each method and near misses.
+/// by `crates/cli/tests/fuzz_corpus.rs` as decoded requests: protobuf writes a map in the
+/// order the map iterates, which a `HashMap` does not fix): valid requests of each method and
+/// near misses.
 pub fn estimator_seeds() -> Vec<(&'static str, Vec<u8>)> {
     use lockstep_estimator::proto::k8s;
     use lockstep_estimator::proto::quantity::Quantity;
