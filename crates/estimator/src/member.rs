@@ -102,14 +102,19 @@ impl Member {
             .enumerate()
             .map(|(i, r)| {
                 let name = format!("replica-shape-{i}");
-                (
-                    format!("Pod {}/{name} (replica requirements)", r.namespace),
-                    r.pod(&name),
-                )
+                // Errors name the object: the request field the shape came from.
+                (format!("{} (as a Pod)", place(r)), r.pod(&name))
             })
             .collect();
-        let loaded = lockstep_manifests::load_objects(values)
-            .map_err(|e| RequestError(format!("the replica requirements: {e}")))?;
+        let loaded = lockstep_manifests::load_objects(values).map_err(|e| {
+            let m = e.to_string();
+            if requirements.iter().any(|r| m.starts_with(place(r))) {
+                RequestError(m)
+            } else {
+                let places: Vec<&str> = requirements.iter().map(|r| place(r)).collect();
+                RequestError(format!("{}: {m}", places.join(" or ")))
+            }
+        })?;
         let names = &loaded.cluster.resources;
         let mut out = Vec::new();
         for (pod, r) in loaded.cluster.pods.into_iter().zip(requirements) {
@@ -269,6 +274,16 @@ impl Member {
             c.restore(still_lifted);
             (true, victims)
         })
+    }
+}
+
+/// Where a shape's requirements are in the request (`replicaRequirements` for
+/// requirements made without a request).
+fn place(r: &Requirements) -> &str {
+    if r.place.is_empty() {
+        "replicaRequirements"
+    } else {
+        &r.place
     }
 }
 

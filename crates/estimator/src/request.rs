@@ -34,6 +34,9 @@ pub enum ClaimRef {
 /// The decoded requirements of one replica.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Requirements {
+    /// Where the requirements are in the request (`replicaRequirements`,
+    /// `components[0] ("leader").replicaRequirements`), for messages.
+    pub place: String,
     /// Where templates and shared claims are looked up (`default` when the request names
     /// none).
     pub namespace: String,
@@ -144,6 +147,7 @@ fn decode(
     place: &str,
 ) -> Result<Requirements, RequestError> {
     let mut out = Requirements {
+        place: place.to_string(),
         namespace: if namespace.is_empty() {
             "default".to_string()
         } else {
@@ -210,6 +214,7 @@ impl Requirements {
                 place,
             ),
             None => Ok(Requirements {
+                place: place.to_string(),
                 namespace: "default".to_string(),
                 ..Requirements::default()
             }),

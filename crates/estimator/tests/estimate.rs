@@ -315,6 +315,34 @@ fn bad_requirements_are_invalid_arguments() {
         matches!(e, lockstep_estimator::member::EstimateError::Request(_)),
         "{e}"
     );
+    // The message starts with the request field the shape came from.
+    assert!(
+        e.to_string().starts_with("replicaRequirements (as a Pod)"),
+        "{e}"
+    );
+    let component = Requirements {
+        place: "components[1] (\"w\").replicaRequirements".into(),
+        ..r.clone()
+    };
+    let sets = [
+        Part {
+            requirements: requests(&[("cpu", "1")]),
+            replicas: 1,
+        },
+        Part {
+            requirements: component,
+            replicas: 1,
+        },
+    ];
+    let e = m.max_sets(&sets, &[]).unwrap_err().to_string();
+    assert!(
+        e.starts_with("components[1] (\"w\").replicaRequirements (as a Pod)"),
+        "{e}"
+    );
+    assert!(
+        e.contains("spec.containers[0].resources.requests.cpu"),
+        "{e}"
+    );
 }
 
 fn pool_node(name: &str, pool: &str) -> String {

@@ -114,8 +114,9 @@ pub fn webster<'a>(
     if parties.is_empty() {
         return Vec::new();
     }
+    let rounds = new_seats.max(0) - seat_in_bulk(&mut parties, new_seats.max(0));
     let mut heap = BinaryHeap::from(parties);
-    for _ in 0..new_seats.max(0) {
+    for _ in 0..rounds {
         let Some(mut top) = heap.pop() else { break };
         top.seats += 1;
         heap.push(top);
@@ -123,6 +124,57 @@ pub fn webster<'a>(
     let mut out: Seats<'a> = heap.into_iter().map(|p| (p.name, p.seats)).collect();
     out.sort();
     out
+}
+
+/// Gives the parties with positive votes, at once, every seat they would win among the first
+/// rounds of [`webster`], leaving fewer rounds than there are parties; returns how many seats
+/// it gave. A party's seats are worth votes / 1, votes / 3, votes / 5, ...: every party
+/// with positive votes has ever smaller such quotients, and a party without positive votes
+/// wins no seat while one with positive votes is there, so the one-by-one rounds hand out
+/// the quotients in the order of their values, and the seats worth more than some threshold
+/// are the first rounds' seats whatever the tie-breaks. The threshold is largest votes / p for
+/// the largest integer p that gives at most `new_seats` such seats, found by bisection: a
+/// party's quotients are at least 2 apart in p, so one step of p adds at most one seat per
+/// party. Millions of replicas divide in microseconds rather than one heap round each.
+fn seat_in_bulk(parties: &mut [Party], new_seats: i64) -> i64 {
+    let Some(top) = parties.iter().map(|p| p.votes).filter(|v| *v > 0).max() else {
+        return 0;
+    };
+    let top = i128::from(top);
+    // Seats above the threshold top / p: k = 2 seats + 1 with k * top < votes * p.
+    let above = |party: &Party, p: i128| -> i128 {
+        let m = i128::from(party.votes) * p;
+        if party.votes <= 0 || m <= 0 {
+            return 0;
+        }
+        let odd = ((m - 1) / top + 1) / 2;
+        (odd - i128::from(party.seats)).max(0)
+    };
+    let total = |p: i128| parties.iter().map(|party| above(party, p)).sum::<i128>();
+    let want = i128::from(new_seats);
+    let held = parties
+        .iter()
+        .filter(|p| i128::from(p.votes) == top)
+        .map(|p| i128::from(p.seats))
+        .max()
+        .unwrap_or(0);
+    // total(0) = 0 <= want; total(hi) > want (the top party alone has hi / 2 - held).
+    let (mut lo, mut hi) = (0i128, 2 * (want + held) + 2);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if total(mid) <= want {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let mut given = 0i64;
+    for party in parties.iter_mut() {
+        let n = i64::try_from(above(party, lo)).unwrap_or(0);
+        party.seats += n;
+        given += n;
+    }
+    given
 }
 
 /// Karmada's Dispenser: divides `replicas` by `weights` (Webster), on top of `init`. Nothing
@@ -349,6 +401,90 @@ mod tests {
             webster(4, &equal, &[], false),
             s(&[("a", 2), ("b", 1), ("c", 1)])
         );
+    }
+
+    /// Webster's method one seat at a time, as Karmada hands seats out.
+    fn webster_by_rounds<'a>(
+        new_seats: i64,
+        votes: &[(&'a str, i64)],
+        initial: &[(&'a str, i64)],
+        descending: bool,
+    ) -> Seats<'a> {
+        let mut parties: Vec<Party<'a>> = initial
+            .iter()
+            .map(|(n, s)| Party {
+                name: n,
+                votes: 0,
+                seats: *s,
+                descending,
+            })
+            .collect();
+        let k = parties.len();
+        for (n, v) in votes {
+            match parties[..k].iter_mut().find(|p| p.name == *n) {
+                Some(p) => p.votes = *v,
+                None => parties.push(Party {
+                    name: n,
+                    votes: *v,
+                    seats: 0,
+                    descending,
+                }),
+            }
+        }
+        let mut heap = BinaryHeap::from(parties);
+        for _ in 0..new_seats.max(0) {
+            let Some(mut top) = heap.pop() else { break };
+            top.seats += 1;
+            heap.push(top);
+        }
+        let mut out: Seats<'a> = heap.into_iter().map(|p| (p.name, p.seats)).collect();
+        out.sort();
+        out
+    }
+
+    const NAMES: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
+
+    proptest::proptest! {
+        #[test]
+        fn webster_in_bulk_is_webster_by_rounds(
+            votes in proptest::collection::vec(-3i64..40, 1..6),
+            initial in proptest::collection::vec(0i64..6, 0..4),
+            new_seats in 0i64..300,
+            descending: bool,
+        ) {
+            let votes: Vec<(&str, i64)> = NAMES.iter().copied().zip(votes).collect();
+            // Initial seats on some of the same names and on names without votes.
+            let initial: Vec<(&str, i64)> =
+                NAMES.iter().rev().copied().zip(initial).collect();
+            proptest::prop_assert_eq!(
+                webster(new_seats, &votes, &initial, descending),
+                webster_by_rounds(new_seats, &votes, &initial, descending)
+            );
+        }
+    }
+
+    #[test]
+    fn webster_divides_two_billion_seats_at_once() {
+        let start = std::time::Instant::now();
+        let r = webster(
+            i64::from(i32::MAX),
+            &s(&[("a", 3), ("b", 2), ("c", 1)]),
+            &[],
+            false,
+        );
+        // 2147483647 over 3:2:1: quotas 1073741823.5, 715827882.33, 357913941.17.
+        assert_eq!(
+            r,
+            s(&[("a", 1_073_741_824), ("b", 715_827_882), ("c", 357_913_941)])
+        );
+        assert!(start.elapsed() < std::time::Duration::from_secs(1));
+        let r = webster(
+            1_000_000_007,
+            &s(&[("a", i64::MAX), ("b", 1)]),
+            &s(&[("b", 5)]),
+            true,
+        );
+        assert_eq!(r, s(&[("a", 1_000_000_007), ("b", 5)]));
     }
 
     #[test]

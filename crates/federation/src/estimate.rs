@@ -109,50 +109,214 @@ fn model_estimate(
     bound: i64,
 ) -> i64 {
     let Some(s) = &c.summary else { return 0 };
-    let mut nodes: Vec<(Amounts, i64)> = Vec::new();
-    for (grade, mins) in &c.models {
-        let count = s.modelings.get(grade).copied().unwrap_or(0);
-        for _ in 0..count.min(100_000) {
-            nodes.push((mins.clone(), MODEL_NODE_PODS));
+    let nodes: Vec<Nodes> = c
+        .models
+        .iter()
+        .map(|(grade, mins)| Nodes {
+            free: mins.clone(),
+            pods: MODEL_NODE_PODS,
+            count: s
+                .modelings
+                .get(grade)
+                .copied()
+                .unwrap_or(0)
+                .clamp(0, 100_000),
+        })
+        .filter(|n| n.count > 0)
+        .collect();
+    let held: Vec<(&Amounts, i64)> = usage
+        .held
+        .iter()
+        .map(|(&index, &replicas)| (bindings[index].unit_demand().1, replicas))
+        .collect();
+    first_fit(nodes, &held, unit, bound)
+}
+
+/// `count` model nodes in a row that are alike: what each has left.
+#[derive(Debug, Clone, PartialEq)]
+struct Nodes {
+    free: Amounts,
+    pods: i64,
+    count: i64,
+}
+
+/// Replicas of `req` one node of `node` still takes.
+fn fits(node: &Nodes, req: &Amounts) -> i64 {
+    let mut n = node.pods;
+    for (k, &v) in req {
+        if v <= 0 {
+            continue;
+        }
+        let have = node.free.get(k).copied().unwrap_or(0);
+        n = n.min(i64::try_from(have / v).unwrap_or(i64::MAX));
+    }
+    n.max(0)
+}
+
+/// Takes `k` replicas of `req` from each node of `node`.
+fn take(node: &mut Nodes, req: &Amounts, k: i64) {
+    node.pods -= k;
+    for (r, &v) in req {
+        if let Some(have) = node.free.get_mut(r) {
+            *have -= v * Milli::from(k);
         }
     }
-    let fits = |node: &(Amounts, i64), req: &Amounts| -> i64 {
-        let mut n = node.1;
-        for (k, &v) in req {
-            if v <= 0 {
+}
+
+/// Places the `held` replicas (each binding's unit and replicas, in order) first-fit on the
+/// nodes, then counts the replicas of `unit` that fit (at most `bound`). Nodes alike are kept
+/// as one run, as node-by-node first-fit treats them: the runs a binding fills whole are
+/// taken at once, and the run where it stops splits into the nodes filled, the one node
+/// partly filled and the nodes untouched. A run per grade and at most two more per held
+/// binding, whatever the node counts.
+fn first_fit(mut nodes: Vec<Nodes>, held: &[(&Amounts, i64)], unit: &Amounts, bound: i64) -> i64 {
+    for &(req, replicas) in held {
+        let mut left = replicas;
+        let mut i = 0;
+        while i < nodes.len() && left > 0 {
+            let each = fits(&nodes[i], req);
+            if each == 0 {
+                i += 1;
                 continue;
             }
-            let have = node.0.get(k).copied().unwrap_or(0);
-            n = n.min(i64::try_from(have / v).unwrap_or(i64::MAX));
-        }
-        n.max(0)
-    };
-    let take = |node: &mut (Amounts, i64), req: &Amounts, k: i64| {
-        node.1 -= k;
-        for (r, &v) in req {
-            if let Some(have) = node.0.get_mut(r) {
-                *have -= v * Milli::from(k);
+            let count = nodes[i].count;
+            if each.saturating_mul(count) <= left {
+                take(&mut nodes[i], req, each);
+                left -= each * count;
+                i += 1;
+                continue;
             }
-        }
-    };
-    for (&index, &replicas) in &usage.held {
-        let (_, held_unit) = bindings[index].unit_demand();
-        let mut left = replicas;
-        for node in nodes.iter_mut() {
-            if left <= 0 {
-                break;
+            // Stops inside this run: `full` nodes take `each`, one node takes the rest.
+            let full = left / each;
+            let rest = left % each;
+            let mut split = Vec::with_capacity(3);
+            if full > 0 {
+                let mut filled = nodes[i].clone();
+                filled.count = full;
+                take(&mut filled, req, each);
+                split.push(filled);
             }
-            let k = fits(node, held_unit).min(left);
-            take(node, held_unit, k);
-            left -= k;
+            if rest > 0 {
+                let mut partial = nodes[i].clone();
+                partial.count = 1;
+                take(&mut partial, req, rest);
+                split.push(partial);
+            }
+            let untouched = count - full - i64::from(rest > 0);
+            if untouched > 0 {
+                let mut same = nodes[i].clone();
+                same.count = untouched;
+                split.push(same);
+            }
+            nodes.splice(i..=i, split);
+            left = 0;
         }
     }
     let mut total = 0i64;
     for node in &nodes {
-        total = total.saturating_add(fits(node, unit));
+        total = total.saturating_add(fits(node, unit).saturating_mul(node.count));
         if total >= bound {
             return bound;
         }
     }
     total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// First-fit node by node, every node apart.
+    fn first_fit_by_node(
+        nodes: &[Nodes],
+        held: &[(&Amounts, i64)],
+        unit: &Amounts,
+        bound: i64,
+    ) -> i64 {
+        let mut each: Vec<Nodes> = nodes
+            .iter()
+            .flat_map(|n| {
+                (0..n.count).map(|_| Nodes {
+                    count: 1,
+                    ..n.clone()
+                })
+            })
+            .collect();
+        for &(req, replicas) in held {
+            let mut left = replicas;
+            for node in each.iter_mut() {
+                if left <= 0 {
+                    break;
+                }
+                let k = fits(node, req).min(left);
+                take(node, req, k);
+                left -= k;
+            }
+        }
+        let mut total = 0i64;
+        for node in &each {
+            total = total.saturating_add(fits(node, unit));
+            if total >= bound {
+                return bound;
+            }
+        }
+        total
+    }
+
+    fn amounts(cpu: i64, gpu: i64) -> Amounts {
+        [
+            ("cpu".to_string(), Milli::from(cpu)),
+            ("gpu".to_string(), Milli::from(gpu)),
+        ]
+        .into_iter()
+        .collect()
+    }
+
+    proptest! {
+        #[test]
+        fn runs_of_alike_nodes_fill_as_node_by_node(
+            grades in prop::collection::vec((0i64..9000, 0i64..5, 0i64..7), 1..4),
+            held in prop::collection::vec((1i64..3000, 0i64..3, 0i64..40), 0..5),
+            unit in (0i64..2500, 0i64..3),
+            bound in 0i64..400,
+        ) {
+            let nodes: Vec<Nodes> = grades
+                .iter()
+                .map(|&(cpu, gpu, count)| Nodes { free: amounts(cpu, gpu), pods: MODEL_NODE_PODS, count })
+                .filter(|n| n.count > 0)
+                .collect();
+            let units: Vec<Amounts> = held.iter().map(|&(cpu, gpu, _)| amounts(cpu, gpu)).collect();
+            let held: Vec<(&Amounts, i64)> =
+                units.iter().zip(&held).map(|(u, &(_, _, r))| (u, r)).collect();
+            let unit = amounts(unit.0, unit.1);
+            prop_assert_eq!(
+                first_fit(nodes.clone(), &held, &unit, bound),
+                first_fit_by_node(&nodes, &held, &unit, bound)
+            );
+        }
+    }
+
+    #[test]
+    fn a_million_model_nodes_count_at_once() {
+        let nodes: Vec<Nodes> = (0..20)
+            .map(|g| Nodes {
+                free: amounts(1000 * (g + 1), 0),
+                pods: MODEL_NODE_PODS,
+                count: 100_000,
+            })
+            .collect();
+        let half = amounts(500, 0);
+        let start = std::time::Instant::now();
+        // 150001 half-CPU replicas: 75000 of grade 0's one-CPU nodes take 2, one node takes
+        // 1, and 24999 stay free.
+        let n = first_fit(nodes, &[(&half, 150_001)], &amounts(1000, 0), i64::MAX);
+        assert!(start.elapsed() < std::time::Duration::from_secs(1));
+        // One-CPU replicas: 1 on each free grade-0 node, g + 1 on each node of grade g.
+        let expected: i64 = 24_999
+            + (1..20)
+                .map(|g| 100_000 * (g + 1).min(MODEL_NODE_PODS))
+                .sum::<i64>();
+        assert_eq!(n, expected);
+    }
 }

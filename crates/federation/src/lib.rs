@@ -25,5 +25,5 @@ pub mod schedule;
 pub mod spread;
 
 pub use error::FederationError;
-pub use load::{Loaded, load};
+pub use load::{Loaded, load, load_str};
 pub use schedule::{Decisions, Options, ReplicaEstimator, schedule};

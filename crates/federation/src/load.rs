@@ -25,7 +25,21 @@ pub struct Loaded {
 
 /// Reads every source into one federation.
 pub fn load(sources: &[Source]) -> Result<Loaded, FederationError> {
-    let (documents, mut warnings) = lockstep_manifests::read_documents(sources)?;
+    let (documents, warnings) = lockstep_manifests::read_documents(sources)?;
+    from_documents(documents, warnings)
+}
+
+/// Reads one text as if it were a file called `name` (JSON or YAML as
+/// [`lockstep_manifests::load_str`] decides), with the same checks as [`load`].
+pub fn load_str(name: &str, text: &str) -> Result<Loaded, FederationError> {
+    let (documents, warnings) = lockstep_manifests::read_documents_str(name, text)?;
+    from_documents(documents, warnings)
+}
+
+fn from_documents(
+    documents: Vec<RawDocument>,
+    mut warnings: Vec<String>,
+) -> Result<Loaded, FederationError> {
     let mut objects = Vec::new();
     for doc in documents {
         flatten(doc, &mut objects)?;

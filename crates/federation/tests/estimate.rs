@@ -170,3 +170,31 @@ fn webhook_rules_reject_invalid_placements() {
         .contains("spec.schedulePriority.preemptionPolicy: \"Always\" is not supported")
     );
 }
+
+#[test]
+fn text_loads_as_a_file_of_that_name_does() {
+    let text = format!("{CLUSTER}{}", binding("{cpu: \"1\"}"));
+    let from_file = load_text(&text).expect("valid");
+    let from_text = lockstep_federation::load_str("in-memory.yaml", &text).expect("valid");
+    assert_eq!(
+        format!("{:?}", from_text.federation.clusters),
+        format!("{:?}", from_file.federation.clusters)
+    );
+    assert_eq!(from_text.federation.bindings.len(), 1);
+    assert_eq!(
+        from_text.federation.bindings[0].origin,
+        "in-memory.yaml (document 2)"
+    );
+    let e =
+        lockstep_federation::load_str("given.yaml", &text.replace("replicas: 1", "replicas: -1"))
+            .unwrap_err()
+            .to_string();
+    assert!(
+        e.starts_with("given.yaml (document 2): ResourceBinding default/b: spec.replicas"),
+        "{e}"
+    );
+    let e = lockstep_federation::load_str("given.json", "{\"kind\": ")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("given.json"), "{e}");
+}

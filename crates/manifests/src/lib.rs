@@ -198,8 +198,29 @@ pub struct RawDocument {
 pub fn read_documents(sources: &[Source]) -> Result<(Vec<RawDocument>, Vec<String>), LoadError> {
     let mut warnings = Vec::new();
     let inputs = input::read_sources(sources, &mut std::io::stdin().lock(), &mut warnings)?;
+    raw_documents(&inputs, warnings)
+}
+
+/// Like [`read_documents`] for one text read as if it were a file called `name` (JSON or
+/// YAML by the rule of [`load_str`]).
+pub fn read_documents_str(
+    name: &str,
+    text: &str,
+) -> Result<(Vec<RawDocument>, Vec<String>), LoadError> {
+    let input = input::Input {
+        name: name.to_string(),
+        text: text.to_string(),
+        json: input::is_json(std::path::Path::new(name), text),
+    };
+    raw_documents(std::slice::from_ref(&input), Vec::new())
+}
+
+fn raw_documents(
+    inputs: &[input::Input],
+    mut warnings: Vec<String>,
+) -> Result<(Vec<RawDocument>, Vec<String>), LoadError> {
     let mut out = Vec::new();
-    for input in &inputs {
+    for input in inputs {
         let documents = documents::parse_documents(&input.name, &input.text, input.json)?;
         if documents.is_empty() {
             warnings.push(format!(
