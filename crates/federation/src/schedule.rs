@@ -5,6 +5,7 @@
 //! cluster (`preempt.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use lockstep_manifests::Source;
 use serde::Serialize;
@@ -63,13 +64,27 @@ pub struct Unschedulable {
     pub message: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// One estimate of the last attempt to schedule a binding. The names are shared between
+/// the records (a large run has millions).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EstimateRecord {
-    pub binding: String,
-    pub cluster: String,
+    pub binding: Arc<str>,
+    pub cluster: Arc<str>,
     pub replicas: i64,
     /// `summary` or `member`: which estimator gave the (smaller) number.
     pub source: &'static str,
+}
+
+impl Serialize for EstimateRecord {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut s = serializer.serialize_struct("EstimateRecord", 4)?;
+        s.serialize_field("binding", &*self.binding)?;
+        s.serialize_field("cluster", &*self.cluster)?;
+        s.serialize_field("replicas", &self.replicas)?;
+        s.serialize_field("source", self.source)?;
+        s.end()
+    }
 }
 
 /// The outcome of a run, in the `federate` contract's shape.
@@ -213,12 +228,24 @@ pub fn schedule(fed: &Federation, options: &Options) -> Result<Decisions, Federa
     // Bindings by key and clusters by index (name order): the list comes out sorted.
     let mut by_key: Vec<usize> = (0..state.fed.bindings.len()).collect();
     by_key.sort_by(|a, b| state.fed.bindings[*a].key.cmp(&state.fed.bindings[*b].key));
+    let names: Vec<Arc<str>> = state
+        .fed
+        .clusters
+        .iter()
+        .map(|c| Arc::from(c.name.as_str()))
+        .collect();
+    d.estimates
+        .reserve_exact(state.estimates.iter().map(Vec::len).sum());
     for b in by_key {
+        if state.estimates[b].is_empty() {
+            continue;
+        }
+        let key: Arc<str> = Arc::from(state.fed.bindings[b].key.as_str());
         // One attempt records each feasible cluster once, in index order.
         for &(c, replicas, source) in &state.estimates[b] {
             d.estimates.push(EstimateRecord {
-                binding: state.fed.bindings[b].key.clone(),
-                cluster: state.fed.clusters[c].name.clone(),
+                binding: key.clone(),
+                cluster: names[c].clone(),
                 replicas,
                 source,
             });
