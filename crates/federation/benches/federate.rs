@@ -1,11 +1,14 @@
 //! `lockstep federate` at scale: 1000 clusters and 10,000 bindings of mixed strategies
 //! (Duplicated over a few clusters, StaticWeight, Aggregated, DynamicWeight; half held to one
-//! region of 100 clusters), and one preemption decision over 100 clusters full of 1000
-//! running bindings. BENCHMARKS.md has the numbers.
+//! region of 100 clusters), one preemption decision over 100 clusters full of 1000
+//! running bindings, and the same decision with three of the clusters given as `--member`
+//! clusters of 1000 nodes each (exact estimates with the engine). BENCHMARKS.md has the
+//! numbers.
 
 use std::path::PathBuf;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use lockstep_federation::member::Member;
 use lockstep_federation::{Options, load, schedule};
 use lockstep_manifests::Source;
 
@@ -108,6 +111,39 @@ fn preemption() -> String {
     text
 }
 
+/// Member cluster `c` of the preemption input: 1000 nodes of 1 CPU; the 200 replicas of its
+/// 10 bindings (500m each) two to a node on the first 100 nodes, and pods of the member's own
+/// taking the other nodes whole, so the member is as full as its summary says.
+fn member(c: usize) -> String {
+    let mut text = String::new();
+    for n in 0..1000 {
+        text += &format!(
+            "---\napiVersion: v1\nkind: Node\nmetadata: {{name: n{n:04}}}\nstatus: {{allocatable: \
+             {{cpu: \"1\", memory: 64Gi, pods: \"110\"}}}}\n"
+        );
+    }
+    for b in c * 10..c * 10 + 10 {
+        for r in 0..20 {
+            let node = (b - c * 10) * 10 + r / 2;
+            text += &format!(
+                "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: b{b:05}-{r}, namespace: default, \
+                 labels: {{resourcebinding.karmada.io/namespace: default, \
+                 resourcebinding.karmada.io/name: b{b:05}}}}}\nspec: {{nodeName: n{node:04}, \
+                 containers: [{{name: c, image: app, resources: {{requests: {{cpu: 500m, memory: \
+                 1Gi}}}}}}]}}\nstatus: {{phase: Running}}\n"
+            );
+        }
+    }
+    for n in 100..1000 {
+        text += &format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: filler-{n}, namespace: \
+             kube-system}}\nspec: {{nodeName: n{n:04}, containers: [{{name: c, image: f, \
+             resources: {{requests: {{cpu: \"1\"}}}}}}]}}\nstatus: {{phase: Running}}\n"
+        );
+    }
+    text
+}
+
 fn options() -> Options {
     Options {
         preemption: true,
@@ -148,5 +184,43 @@ fn preemption_run(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, preemption_run, large_run);
+fn members_run(c: &mut Criterion) {
+    let fed = federation("members", &preemption());
+    let paths: Vec<PathBuf> = (0..3)
+        .map(|i| write(&format!("member{i}"), &member(i)))
+        .collect();
+    let options = Options {
+        members: paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (format!("c{i:04}"), vec![Source::Path(p.clone())]))
+            .collect(),
+        ..options()
+    };
+    // The members agree with their summaries: the same two victims on the first cluster.
+    let d = schedule(&fed, &options).expect("schedules");
+    let victims: Vec<&str> = d.preemptions.iter().map(|p| p.binding.as_str()).collect();
+    assert_eq!(victims, ["default/b00000", "default/b00001"]);
+    assert!(d.estimates.iter().any(|e| e.source == "member"));
+    let mut group = c.benchmark_group("federate");
+    group.sample_size(10);
+    group.bench_function(
+        "one preemption over 100 clusters x 1000 bindings, 3 members of 1000 nodes",
+        |b| b.iter(|| schedule(&fed, &options).expect("schedules")),
+    );
+    // What the run above spends reading the members' manifests (and the bindings' shapes).
+    group.bench_function("3 members of 1000 nodes loaded", |b| {
+        b.iter(|| {
+            for (name, sources) in &options.members {
+                Member::load(name, sources, &fed.bindings).expect("loads");
+            }
+        })
+    });
+    group.finish();
+    for p in paths {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+criterion_group!(benches, preemption_run, members_run, large_run);
 criterion_main!(benches);

@@ -232,17 +232,33 @@ pub enum Dynamic {
 /// The outcome of a dynamic division: an assignment or Karmada's unschedulable message.
 pub type Division = Result<Vec<(String, i64)>, String>;
 
-/// Aggregated / DynamicWeight division of `replicas` over `candidates` (in the order
-/// selection left them), given the binding's previous assignment `previous` and whether the
-/// binding asked for a fresh reschedule.
-pub fn dynamic(
-    kind: Dynamic,
+/// Whether [`dynamic`] divides the replicas (rather than failing), without dividing them.
+pub fn dynamic_fits(
     candidates: &[Candidate],
     previous: &[(String, i64)],
     replicas: i64,
     fresh: bool,
-    descending: bool,
-) -> Division {
+) -> bool {
+    plan(candidates, previous, replicas, fresh).is_ok()
+}
+
+/// What [`dynamic`] does before dividing: keep the previous assignment as it is, or divide
+/// `target` replicas over `available` on top of `keep`.
+enum Plan<'a> {
+    Keep(Seats<'a>),
+    Divide {
+        target: i64,
+        available: Seats<'a>,
+        keep: Seats<'a>,
+    },
+}
+
+fn plan<'a>(
+    candidates: &[Candidate<'a>],
+    previous: &'a [(String, i64)],
+    replicas: i64,
+    fresh: bool,
+) -> Result<Plan<'a>, String> {
     // The previous assignment on clusters still among the candidates.
     let scheduled: Seats = previous
         .iter()
@@ -273,7 +289,7 @@ pub fn dynamic(
             scheduled.clone(),
         )
     } else {
-        return Ok(owned(scheduled));
+        return Ok(Plan::Keep(scheduled));
     };
     let total: i64 = available.iter().map(|(_, r)| r).sum();
     if total < target {
@@ -281,6 +297,32 @@ pub fn dynamic(
             "Clusters available replicas {total} are not enough to schedule."
         ));
     }
+    Ok(Plan::Divide {
+        target,
+        available,
+        keep,
+    })
+}
+
+/// Aggregated / DynamicWeight division of `replicas` over `candidates` (in the order
+/// selection left them), given the binding's previous assignment `previous` and whether the
+/// binding asked for a fresh reschedule.
+pub fn dynamic(
+    kind: Dynamic,
+    candidates: &[Candidate],
+    previous: &[(String, i64)],
+    replicas: i64,
+    fresh: bool,
+    descending: bool,
+) -> Division {
+    let (target, available, keep) = match plan(candidates, previous, replicas, fresh)? {
+        Plan::Keep(scheduled) => return Ok(owned(scheduled)),
+        Plan::Divide {
+            target,
+            available,
+            keep,
+        } => (target, available, keep),
+    };
     let mut available = available;
     if kind == Dynamic::Aggregated {
         // Clusters the binding already uses first, then the others, each part in order

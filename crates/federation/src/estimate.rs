@@ -222,6 +222,119 @@ fn first_fit(mut nodes: Vec<Nodes>, held: &[(&Amounts, i64)], unit: &Amounts, bo
     total
 }
 
+/// The summary estimate's numbers with resource names interned to dense ids: each binding's
+/// unit as (id, request as the estimate counts it, whether it is CPU), each cluster's free
+/// room and what bindings hold there by id. [`Dense::summary_estimate`] answers exactly as
+/// [`summary_estimate`] without looking names up.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Dense {
+    /// Per binding: its unit's resources the estimate counts (request above zero).
+    counted: Vec<Vec<(usize, Milli, bool)>>,
+    /// Per binding: its whole unit by id, for what it holds.
+    unit: Vec<Vec<(usize, Milli)>>,
+    /// Per cluster: the summary's free room by id, `None` when the cluster lacks it.
+    free: Vec<Vec<Option<Milli>>>,
+    /// Per cluster: [`Usage::amounts`] by id.
+    used: Vec<Vec<Milli>>,
+}
+
+impl Dense {
+    pub fn new(clusters: &[Cluster], bindings: &[Binding]) -> Dense {
+        let mut ids: BTreeMap<&str, usize> = BTreeMap::new();
+        for b in bindings {
+            for k in b.unit.keys() {
+                let next = ids.len();
+                ids.entry(k.as_str()).or_insert(next);
+            }
+        }
+        let counted = bindings
+            .iter()
+            .map(|b| {
+                b.unit
+                    .iter()
+                    .filter_map(|(k, &req)| {
+                        let cpu = k == "cpu";
+                        let req = if cpu { req } else { units_ceil(req) };
+                        (req > 0).then(|| (ids[k.as_str()], req, cpu))
+                    })
+                    .collect()
+            })
+            .collect();
+        let unit = bindings
+            .iter()
+            .map(|b| b.unit.iter().map(|(k, &v)| (ids[k.as_str()], v)).collect())
+            .collect();
+        let free = clusters
+            .iter()
+            .map(|c| {
+                let mut free = vec![None; ids.len()];
+                if let Some(s) = &c.summary {
+                    for (k, &id) in &ids {
+                        free[id] = s.free.get(*k).copied();
+                    }
+                }
+                free
+            })
+            .collect();
+        Dense {
+            counted,
+            unit,
+            free,
+            used: vec![vec![0; ids.len()]; clusters.len()],
+        }
+    }
+
+    /// What [`Usage::add`] adds to the amounts of cluster `c`.
+    pub fn add(&mut self, c: usize, index: usize, replicas: i64) {
+        for &(id, v) in &self.unit[index] {
+            self.used[c][id] += v * Milli::from(replicas);
+        }
+    }
+
+    /// [`summary_estimate`] for binding `index` on cluster `c`.
+    pub fn summary_estimate(
+        &self,
+        c: usize,
+        cluster: &Cluster,
+        usage: &Usage,
+        index: usize,
+        bindings: &[Binding],
+    ) -> Option<i64> {
+        let b = &bindings[index];
+        let s = cluster.summary.as_ref()?;
+        if !cluster.models.is_empty() && !s.modelings.is_empty() {
+            return summary_estimate(cluster, usage, b, bindings);
+        }
+        let allowed_pods = s.pods_free - Milli::from(usage.pods);
+        if allowed_pods <= 0 {
+            return Some(0);
+        }
+        let allowed_pods = i64::try_from(allowed_pods).unwrap_or(i64::MAX);
+        if b.requirements.is_none() && b.components.is_empty() {
+            return Some(allowed_pods);
+        }
+        let mut max = if b.unit_pods > 0 {
+            allowed_pods / b.unit_pods
+        } else {
+            allowed_pods
+        };
+        let (free, used) = (&self.free[c], &self.used[c]);
+        for &(id, req, cpu) in &self.counted[index] {
+            // A resource the cluster does not have at all: nothing fits.
+            let Some(base) = free[id] else {
+                return Some(0);
+            };
+            let left = base - used[id];
+            let avail = if cpu { left } else { units_ceil(left) };
+            if avail <= 0 {
+                return Some(0);
+            }
+            max = max.min(i64::try_from(avail / req).unwrap_or(i64::MAX));
+        }
+        Some(max)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

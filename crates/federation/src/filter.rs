@@ -84,9 +84,19 @@ pub fn filter(b: &Binding, c: &Cluster, affinities: &[ClusterAffinity]) -> Resul
 
 /// Whether every filter passes ([`filter`] without building the reason).
 pub fn passes(b: &Binding, c: &Cluster, affinities: &[ClusterAffinity]) -> bool {
+    passes_with_api(b, c, affinities, c.apis.contains(&b.gvk))
+}
+
+/// [`passes`] with whether the cluster has the binding's API already known.
+pub fn passes_with_api(
+    b: &Binding,
+    c: &Cluster,
+    affinities: &[ClusterAffinity],
+    has_api: bool,
+) -> bool {
     let targeted = b.targets(&c.name);
     if !targeted {
-        if !c.apis.contains(&b.gvk) {
+        if !has_api {
             return false;
         }
         for taint in &c.taints {

@@ -211,7 +211,11 @@ impl Member {
 
     /// How many more replicas of binding `b` fit.
     pub fn estimate(&mut self, b: usize) -> i64 {
-        self.per_node(b).iter().map(|(_, r)| i64::from(*r)).sum()
+        let Some(&shape) = self.shapes.get(&b) else {
+            return 0;
+        };
+        let e = lockstep_engine::estimate_on(&self.state, &mut self.framework, shape);
+        i64::try_from(e.total).unwrap_or(i64::MAX)
     }
 
     /// Replicas binding `b` holds here now.

@@ -29,6 +29,9 @@ pub(crate) struct Decided {
 fn victims_on(state: &mut State, i: usize, c: usize) -> Option<Vec<(usize, i64)>> {
     let priority = state.fed.bindings[i].priority;
     let cluster_name = state.fed.clusters[c].name.clone();
+    if let Some(t) = &mut state.trial {
+        t.changing = c;
+    }
     let mut candidates: Vec<usize> = state.usage[c]
         .held
         .iter()
@@ -56,14 +59,14 @@ fn victims_on(state: &mut State, i: usize, c: usize) -> Option<Vec<(usize, i64)>
     });
     let mut removed: Vec<(usize, crate::schedule::Evicted)> =
         candidates.iter().map(|&j| (j, state.evict(j, c))).collect();
-    let fits = state.try_schedule(i).is_ok();
+    let fits = state.fits(i);
     let mut victims = Vec::new();
     if fits {
         let mut kept = Vec::new();
         for (j, e) in removed.drain(..) {
             let replicas = e.replicas;
             state.restore(j, c, e);
-            if state.try_schedule(i).is_ok() {
+            if state.fits(i) {
                 kept.push(j);
             } else {
                 let again = state.evict(j, c);
@@ -76,7 +79,6 @@ fn victims_on(state: &mut State, i: usize, c: usize) -> Option<Vec<(usize, i64)>
     for (j, e) in removed {
         state.restore(j, c, e);
     }
-    state.trial = None;
     let out: Vec<(usize, i64)> = victims.iter().map(|(j, r, _)| (*j, *r)).collect();
     for (j, _, e) in victims {
         state.restore(j, c, e);
@@ -94,6 +96,7 @@ pub(crate) fn preempt(state: &mut State, i: usize) -> Option<Decided> {
     }
     let terms = b.placement.cluster_affinities.len().max(1);
     let mut best: Option<(usize, i64, i64, String, Decided)> = None;
+    state.trial = Some(crate::schedule::Trial::new(i, state.fed.clusters.len()));
     // ClusterAffinities are tried term by term: the first term with any way to make room.
     for term in 0..terms {
         let (feasible, _) = state.feasible(i, term);
@@ -130,6 +133,7 @@ pub(crate) fn preempt(state: &mut State, i: usize) -> Option<Decided> {
             break;
         }
     }
+    state.trial = None;
     let (_, _, _, _, decided) = best?;
     let c = decided.cluster;
     let cluster_name = state.fed.clusters[c].name.clone();

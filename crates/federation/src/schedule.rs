@@ -5,13 +5,14 @@
 //! cluster (`preempt.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use lockstep_manifests::Source;
 use serde::Serialize;
 
 use crate::divide::{self, Candidate, Dynamic};
 use crate::error::FederationError;
-use crate::estimate::{Usage, summary_estimate};
+use crate::estimate::{Dense, Usage};
 use crate::filter;
 use crate::member::Member;
 use crate::model::{Binding, Federation, Strategy};
@@ -63,13 +64,27 @@ pub struct Unschedulable {
     pub message: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// One estimate of the last attempt to schedule a binding. The names are shared between
+/// the records (a large run has millions).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EstimateRecord {
-    pub binding: String,
-    pub cluster: String,
+    pub binding: Arc<str>,
+    pub cluster: Arc<str>,
     pub replicas: i64,
     /// `summary` or `member`: which estimator gave the (smaller) number.
     pub source: &'static str,
+}
+
+impl Serialize for EstimateRecord {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut s = serializer.serialize_struct("EstimateRecord", 4)?;
+        s.serialize_field("binding", &*self.binding)?;
+        s.serialize_field("cluster", &*self.cluster)?;
+        s.serialize_field("replicas", &self.replicas)?;
+        s.serialize_field("source", self.source)?;
+        s.end()
+    }
 }
 
 /// The outcome of a run, in the `federate` contract's shape.
@@ -89,6 +104,12 @@ pub(crate) struct State {
     pub fed: Federation,
     /// Per cluster (index into `fed.clusters`).
     pub usage: Vec<Usage>,
+    /// The usage's amounts and the summaries by resource id, for the summary estimate.
+    dense: Dense,
+    /// Per binding, an index into `has_api`: whether each cluster (by index) has the
+    /// binding's API (bindings of one API share a list).
+    api_of: Vec<usize>,
+    has_api: Vec<Vec<bool>>,
     pub members: BTreeMap<usize, Member>,
     /// Cluster -> its scheduler estimator, and the answers it gave this run by binding (a
     /// member's estimator sees the member as it runs, which this run does not change).
@@ -100,8 +121,8 @@ pub(crate) struct State {
     /// source) in cluster order.
     pub estimates: Vec<Vec<(usize, i64, &'static str)>>,
     pub recording: bool,
-    /// While preemption tries binding `.0` against changes on cluster `.1` only, the
-    /// estimates of every other cluster stay as they are: kept here per cluster.
+    /// While preemption tries a binding against changes on one cluster at a time, what
+    /// does not change between the attempts is kept here.
     pub trial: Option<Trial>,
 }
 
@@ -207,12 +228,24 @@ pub fn schedule(fed: &Federation, options: &Options) -> Result<Decisions, Federa
     // Bindings by key and clusters by index (name order): the list comes out sorted.
     let mut by_key: Vec<usize> = (0..state.fed.bindings.len()).collect();
     by_key.sort_by(|a, b| state.fed.bindings[*a].key.cmp(&state.fed.bindings[*b].key));
+    let names: Vec<Arc<str>> = state
+        .fed
+        .clusters
+        .iter()
+        .map(|c| Arc::from(c.name.as_str()))
+        .collect();
+    d.estimates
+        .reserve_exact(state.estimates.iter().map(Vec::len).sum());
     for b in by_key {
+        if state.estimates[b].is_empty() {
+            continue;
+        }
+        let key: Arc<str> = Arc::from(state.fed.bindings[b].key.as_str());
         // One attempt records each feasible cluster once, in index order.
         for &(c, replicas, source) in &state.estimates[b] {
             d.estimates.push(EstimateRecord {
-                binding: state.fed.bindings[b].key.clone(),
-                cluster: state.fed.clusters[c].name.clone(),
+                binding: key.clone(),
+                cluster: names[c].clone(),
                 replicas,
                 source,
             });
@@ -229,14 +262,33 @@ pub fn schedule(fed: &Federation, options: &Options) -> Result<Decisions, Federa
 impl State {
     pub fn new(fed: Federation, options: &Options) -> Result<State, FederationError> {
         let mut usage = vec![Usage::default(); fed.clusters.len()];
+        let mut dense = Dense::new(&fed.clusters, &fed.bindings);
         for (i, b) in fed.bindings.iter().enumerate() {
             for (name, r) in &b.clusters {
                 if let Ok(c) = fed.clusters.binary_search_by(|c| c.name.as_str().cmp(name)) {
                     usage[c].add(i, b, *r);
+                    dense.add(c, i, *r);
                 }
             }
         }
         let n = fed.bindings.len();
+        let mut apis: BTreeMap<&(String, String), usize> = BTreeMap::new();
+        let mut has_api = Vec::new();
+        let api_of = fed
+            .bindings
+            .iter()
+            .map(|b| {
+                *apis.entry(&b.gvk).or_insert_with(|| {
+                    has_api.push(
+                        fed.clusters
+                            .iter()
+                            .map(|c| c.apis.contains(&b.gvk))
+                            .collect(),
+                    );
+                    has_api.len() - 1
+                })
+            })
+            .collect();
         let mut members = BTreeMap::new();
         for (name, sources) in &options.members {
             let Ok(c) = fed.clusters.binary_search_by(|c| c.name.as_str().cmp(name)) else {
@@ -283,6 +335,9 @@ impl State {
         Ok(State {
             fed,
             usage,
+            dense,
+            api_of,
+            has_api,
             members,
             estimators,
             remote: BTreeMap::new(),
@@ -295,19 +350,7 @@ impl State {
 
     /// Replicas of binding `i` cluster `c` can take now (Karmada's AllocatableReplicas).
     pub fn estimate(&mut self, i: usize, c: usize) -> i64 {
-        let (replicas, source) = match &mut self.trial {
-            Some((b, changing, cache)) if *b == i && *changing != c => match cache[c] {
-                Some(known) => known,
-                None => {
-                    let known = self.estimate_with_source(i, c);
-                    if let Some((_, _, cache)) = &mut self.trial {
-                        cache[c] = Some(known);
-                    }
-                    known
-                }
-            },
-            _ => self.estimate_with_source(i, c),
-        };
+        let (replicas, source) = self.estimate_with_source(i, c);
         if self.recording && self.fed.bindings[i].is_workload() {
             self.estimates[i].push((c, replicas, source));
         }
@@ -331,7 +374,9 @@ impl State {
         {
             return (0, source);
         }
-        let summary = summary_estimate(cluster, &self.usage[c], b, &self.fed.bindings);
+        let summary =
+            self.dense
+                .summary_estimate(c, cluster, &self.usage[c], i, &self.fed.bindings);
         // Component sets are counted by the summary only.
         let member = if b.components.is_empty() {
             let exact = self.members.get_mut(&c).map(|m| m.estimate(i));
@@ -363,10 +408,20 @@ impl State {
     /// are tried in order from the observed one (the first under a fresh reschedule); the
     /// first term's error is reported when none fits.
     pub fn try_schedule(&mut self, i: usize) -> Result<Vec<(String, i64)>, String> {
+        self.schedule_terms(i, false)
+    }
+
+    /// Whether [`State::try_schedule`] would place binding `i`, without dividing its
+    /// replicas where the division cannot fail.
+    pub fn fits(&mut self, i: usize) -> bool {
+        self.schedule_terms(i, true).is_ok()
+    }
+
+    fn schedule_terms(&mut self, i: usize, check: bool) -> Result<Vec<(String, i64)>, String> {
         let b = &self.fed.bindings[i];
         let terms = b.placement.cluster_affinities.len();
         if terms == 0 {
-            return self.attempt(i, 0);
+            return self.attempt(i, 0, check);
         }
         let start = if b.fresh {
             0
@@ -379,7 +434,7 @@ impl State {
         };
         let mut first = None;
         for t in start..terms {
-            match self.attempt(i, t) {
+            match self.attempt(i, t, check) {
                 Ok(a) => return Ok(a),
                 Err(e) => {
                     first.get_or_insert(e);
@@ -397,7 +452,8 @@ impl State {
         let mut ok = Vec::new();
         let mut reasons = Vec::new();
         for (c, cluster) in self.fed.clusters.iter().enumerate() {
-            let pass = filter::passes(b, cluster, &affinities);
+            let has_api = self.has_api[self.api_of[i]][c];
+            let pass = filter::passes_with_api(b, cluster, &affinities, has_api);
             debug_assert_eq!(pass, filter::filter(b, cluster, &affinities).is_ok());
             if pass {
                 ok.push(c);
@@ -414,28 +470,112 @@ impl State {
         (ok, reasons)
     }
 
-    fn attempt(&mut self, i: usize, term: usize) -> Result<Vec<(String, i64)>, String> {
+    /// Cluster `c` scored for binding `i` with `allocatable` replicas of room.
+    fn scored(&self, i: usize, c: usize, allocatable: i64) -> Scored {
+        let b = &self.fed.bindings[i];
+        let cluster = &self.fed.clusters[c];
+        Scored {
+            index: c,
+            score: filter::score(b, cluster),
+            available: allocatable + b.assigned(&cluster.name),
+            allocatable,
+        }
+    }
+
+    /// [`State::attempt`]'s feasible clusters, scored and sorted, during a preemption trial:
+    /// the filters, and the estimates of every cluster but the one whose victims are being
+    /// tried, are those of the first attempt (nothing else changes while victims are
+    /// tried); only the changing cluster is estimated again and sorted in among the others.
+    fn trial_scored(&mut self, i: usize, term: usize) -> Result<Vec<Scored>, String> {
+        let Some(mut t) = self.trial.take() else {
+            unreachable!("a preemption trial is under way");
+        };
+        let result = self.trial_scored_with(&mut t, i, term);
+        self.trial = Some(t);
+        result
+    }
+
+    fn trial_scored_with(
+        &mut self,
+        t: &mut Trial,
+        i: usize,
+        term: usize,
+    ) -> Result<Vec<Scored>, String> {
+        if t.terms.len() <= term {
+            t.terms.resize_with(term + 1, || None);
+        }
+        let cache = match &mut t.terms[term] {
+            Some(cache) => cache,
+            slot @ None => {
+                let (feasible, reasons) = self.feasible(i, term);
+                slot.insert(TermCache {
+                    feasible,
+                    reasons,
+                    others: None,
+                })
+            }
+        };
+        if cache.feasible.is_empty() {
+            return Err(filter::fit_error(self.fed.clusters.len(), &cache.reasons));
+        }
+        let changing = t.changing;
+        if cache.others.as_ref().is_none_or(|(c, _)| *c != changing) {
+            let mut others = Vec::with_capacity(cache.feasible.len());
+            for &c in cache.feasible.iter().filter(|&&c| c != changing) {
+                let known = match t.estimates[c] {
+                    Some(known) => known,
+                    None => {
+                        let known = self.estimate_with_source(i, c);
+                        t.estimates[c] = Some(known);
+                        known
+                    }
+                };
+                others.push(self.scored(i, c, known.0));
+            }
+            spread::sort(&mut others);
+            cache.others = Some((changing, others));
+        }
+        let Some((_, others)) = &cache.others else {
+            unreachable!("the other clusters were scored above");
+        };
+        let mut scored = others.clone();
+        if cache.feasible.binary_search(&changing).is_ok() {
+            let (allocatable, _) = self.estimate_with_source(i, changing);
+            let s = self.scored(i, changing, allocatable);
+            // The order is total (the index breaks ties): this is where sorting puts it.
+            let at = scored.partition_point(|x| spread::order(x, &s).is_lt());
+            scored.insert(at, s);
+        }
+        Ok(scored)
+    }
+
+    /// One affinity term's attempt. With `check`, an empty assignment stands for any: only
+    /// whether the binding is placed is worked out.
+    fn attempt(
+        &mut self,
+        i: usize,
+        term: usize,
+        check: bool,
+    ) -> Result<Vec<(String, i64)>, String> {
         if self.recording {
             // The estimates reported are those of the last affinity term tried.
             self.estimates[i].clear();
         }
-        let (feasible, reasons) = self.feasible(i, term);
-        if feasible.is_empty() {
-            return Err(filter::fit_error(self.fed.clusters.len(), &reasons));
-        }
-        let mut scored = Vec::with_capacity(feasible.len());
-        for &c in &feasible {
-            let allocatable = self.estimate(i, c);
-            let b = &self.fed.bindings[i];
-            let cluster = &self.fed.clusters[c];
-            scored.push(Scored {
-                index: c,
-                score: filter::score(b, cluster),
-                available: allocatable + b.assigned(&cluster.name),
-                allocatable,
-            });
-        }
-        spread::sort(&mut scored);
+        let scored = if self.trial.as_ref().is_some_and(|t| t.binding == i) {
+            self.trial_scored(i, term)?
+        } else {
+            let (feasible, reasons) = self.feasible(i, term);
+            if feasible.is_empty() {
+                return Err(filter::fit_error(self.fed.clusters.len(), &reasons));
+            }
+            let mut scored = Vec::with_capacity(feasible.len());
+            for &c in &feasible {
+                let allocatable = self.estimate(i, c);
+                scored.push(self.scored(i, c, allocatable));
+            }
+            spread::sort(&mut scored);
+            scored
+        };
         let b = &self.fed.bindings[i];
         let need = if b.components.len() > 1 {
             1
@@ -454,7 +594,20 @@ impl State {
                 allocatable: s.allocatable,
             })
             .collect();
-        if !((b.replicas > 0 || b.requirements.is_some()) && b.components.len() <= 1) {
+        let divided = (b.replicas > 0 || b.requirements.is_some()) && b.components.len() <= 1;
+        if check {
+            // Only the dynamic division can fail.
+            let dynamic = matches!(b.strategy, Strategy::Aggregated | Strategy::DynamicWeight);
+            let fits = !divided
+                || !dynamic
+                || divide::dynamic_fits(&candidates, &b.clusters, b.replicas, b.fresh);
+            return if fits {
+                Ok(Vec::new())
+            } else {
+                Err(String::new())
+            };
+        }
+        if !divided {
             // Non-workloads and multi-component bindings go to every selected cluster
             // whole (one component set each).
             let each = i64::from(b.components.len() > 1);
@@ -478,8 +631,11 @@ impl State {
                             .map(|r| r.weight)
                             .max()
                             .unwrap_or(0);
-                        (cluster.name.clone(), w)
+                        (cluster, w)
                     })
+                    // The division counts only clusters with weight.
+                    .filter(|(_, w)| *w > 0)
+                    .map(|(cluster, w)| (cluster.name.clone(), w))
                     .collect();
                 divide::static_weight(&candidates, &weights, b.replicas, descending)
             }
@@ -526,6 +682,7 @@ impl State {
                 continue;
             };
             self.usage[c].add(i, &self.fed.bindings[i], delta);
+            self.dense.add(c, i, delta);
             if let Some(m) = self.members.get_mut(&c) {
                 if delta > 0 {
                     m.add(i, delta);
@@ -542,6 +699,7 @@ impl State {
     pub fn evict(&mut self, j: usize, c: usize) -> Evicted {
         let replicas = self.usage[c].held.get(&j).copied().unwrap_or(0);
         self.usage[c].add(j, &self.fed.bindings[j], -replicas);
+        self.dense.add(c, j, -replicas);
         let member = self.members.get_mut(&c).map(|m| m.take(j));
         Evicted { replicas, member }
     }
@@ -549,15 +707,46 @@ impl State {
     /// Undoes [`State::evict`].
     pub fn restore(&mut self, j: usize, c: usize, e: Evicted) {
         self.usage[c].add(j, &self.fed.bindings[j], e.replicas);
+        self.dense.add(c, j, e.replicas);
         if let (Some(m), Some(held)) = (self.members.get_mut(&c), e.member) {
             m.give_back(j, held);
         }
     }
 }
 
-/// Preemption's trial of binding `.0` on cluster `.1`: estimates of the other clusters, by
-/// cluster index, once computed.
-pub(crate) type Trial = (usize, usize, Vec<Option<(i64, &'static str)>>);
+/// Preemption's trial of a binding: victims are tried on one cluster at a time and the state
+/// is put back after each cluster, so the filters and the other clusters' estimates are
+/// those of the first attempt.
+#[derive(Debug)]
+pub(crate) struct Trial {
+    pub binding: usize,
+    /// The cluster whose victims are being tried.
+    pub changing: usize,
+    /// Estimates by cluster index, each computed while another cluster was changing.
+    estimates: Vec<Option<(i64, &'static str)>>,
+    /// By affinity term, once computed.
+    terms: Vec<Option<TermCache>>,
+}
+
+impl Trial {
+    pub fn new(binding: usize, clusters: usize) -> Trial {
+        Trial {
+            binding,
+            changing: usize::MAX,
+            estimates: vec![None; clusters],
+            terms: Vec::new(),
+        }
+    }
+}
+
+/// One affinity term's feasible clusters (in index order) and the others' reasons, and the
+/// feasible clusters but the changing one (`.0`), scored and sorted.
+#[derive(Debug)]
+struct TermCache {
+    feasible: Vec<usize>,
+    reasons: Vec<String>,
+    others: Option<(usize, Vec<Scored>)>,
+}
 
 /// What [`State::evict`] removed.
 #[derive(Debug)]

@@ -24,12 +24,15 @@ pub struct Scored {
 /// Orders clusters as Karmada's `sortClusters`: score, then available replicas (both
 /// descending), then name.
 pub fn sort(list: &mut [Scored]) {
-    list.sort_by(|a, b| {
-        b.score
-            .cmp(&a.score)
-            .then(b.available.cmp(&a.available))
-            .then(a.index.cmp(&b.index))
-    });
+    list.sort_by(order);
+}
+
+/// [`sort`]'s order: a total order, as no two clusters share an index.
+pub fn order(a: &Scored, b: &Scored) -> std::cmp::Ordering {
+    b.score
+        .cmp(&a.score)
+        .then(b.available.cmp(&a.available))
+        .then(a.index.cmp(&b.index))
 }
 
 fn constraint<'a>(b: &'a Binding, field: &str) -> Option<&'a SpreadConstraint> {
