@@ -412,10 +412,10 @@ impl Scheduler {
             mates_on.dedup();
             candidates.extend(mates_on.into_iter().map(|n| (n, true)));
         }
-        let mut seen: Vec<u64> = Vec::new();
         for (node, joint) in candidates {
             let key = s.key(node);
-            if tried.contains(&key) || seen.contains(&key) {
+            // Every key tried at this level is in `tried` once its placement failed.
+            if tried.contains(&key) {
                 continue;
             }
             if s.steps >= s.limit {
@@ -423,7 +423,6 @@ impl Scheduler {
                 break;
             }
             s.steps += 1;
-            seen.push(key);
             let mark = self.log.len();
             let placed = if joint {
                 self.place_jointly(s.mark, pod, node)
@@ -434,12 +433,11 @@ impl Scheduler {
             if placed {
                 s.placed[g] += 1;
                 s.unit_on[node.index()] += 1;
-                let next_excluded: &[u64] = if s.same_as_previous.get(i + 1) == Some(&true) {
-                    &tried
+                let next_excluded = if s.same_as_previous.get(i + 1) == Some(&true) {
+                    tried.clone()
                 } else {
-                    &[]
+                    Vec::new()
                 };
-                let next_excluded = next_excluded.to_vec();
                 if self.dfs(s, i + 1, &next_excluded) {
                     return true;
                 }
