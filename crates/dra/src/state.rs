@@ -512,6 +512,16 @@ impl DraState {
         self.usage.exclusive[device.index()] > 0 || self.usage.shares[device.index()] > 0
     }
 
+    /// Whether what `allocation` holds is reachable from its node only (every device is
+    /// node-local), so that releasing it can help no other node.
+    pub fn is_node_local(&self, allocation: &NodeAllocation) -> bool {
+        let cat = &self.shared().catalog;
+        allocation
+            .claims
+            .iter()
+            .all(|c| c.devices.iter().all(|d| cat.device(d.device).local))
+    }
+
     /// Appends to `key` what decides device allocations on `node` right now: its class of
     /// alike devices and how each of them is used. Nodes with equal keys give the same
     /// answers to the same claims. `false` (nothing appended) when the node has no class (it

@@ -35,7 +35,7 @@
 
 use std::collections::HashMap;
 
-use lockstep_dra::{ClaimRef, NodeAllocation};
+use lockstep_dra::{ClaimRef, Limits, NodeAllocation, Unfit, UnfitReason};
 use lockstep_model::{NodeId, PodId};
 
 use crate::framework::Signature;
@@ -79,6 +79,17 @@ pub struct GangSearchCounts {
 /// unit while none of its pods is on them.
 const UNIQUE: u32 = u32::MAX;
 
+/// Device placements one joint allocation of several pods' claims may try.
+const JOINT_ALLOCATION_STEPS: u64 = 10_000;
+
+/// What a joint allocation on a node shared with mates gave.
+enum Joint {
+    Placed,
+    NoRoom,
+    /// The allocator reached its bound: the answer is unknown.
+    Bounded,
+}
+
 struct Search<'n> {
     /// (pod, gang) in search order.
     order: Vec<(PodId, usize)>,
@@ -114,6 +125,38 @@ impl Search<'_> {
 }
 
 impl Scheduler {
+    /// Whether none of `pods` looks at other pods or claims devices.
+    fn all_independent(&self, mut pods: impl Iterator<Item = PodId>) -> bool {
+        pods.all(|p| {
+            let pod = self.snapshot.pod(p);
+            pod.pod_affinity.is_empty()
+                && pod.pod_anti_affinity.is_empty()
+                && pod.topology_spread.is_empty()
+                && matches!(self.snapshot.claims(p), PodClaims::None)
+        })
+    }
+
+    /// Whether placing `pods` one after another is exact: identical pods that look at no
+    /// other pods and claim no devices fail one by one only when no node has room for one
+    /// more, whatever the order.
+    pub(crate) fn one_by_one_is_exact(&mut self, pods: &[PodId]) -> bool {
+        if !self.all_independent(pods.iter().copied()) {
+            return false;
+        }
+        let mut first: Option<Signature> = None;
+        for &p in pods {
+            let Some(s) = self.framework.signature_of(&self.snapshot, p) else {
+                return false;
+            };
+            match &first {
+                None => first = Some(s),
+                Some(f) if *f != s => return false,
+                Some(_) => {}
+            }
+        }
+        true
+    }
+
     /// The whole-gang search for `gangs` on `nodes` (None: every node). See the module.
     pub(crate) fn whole_gang(&mut self, gangs: &[Gang], nodes: Option<&[NodeId]>) -> Outcome {
         // Identical pods that look at no other pods and claim no devices: placing them one
@@ -125,14 +168,7 @@ impl Scheduler {
                 signatures.push(self.framework.signature_of(&self.snapshot, pod));
             }
         }
-        let independent = gangs.iter().flat_map(|g| &g.pods).all(|&p| {
-            let pod = self.snapshot.pod(p);
-            pod.pod_affinity.is_empty()
-                && pod.pod_anti_affinity.is_empty()
-                && pod.topology_spread.is_empty()
-                && matches!(self.snapshot.claims(p), PodClaims::None)
-        });
-        if independent
+        if self.all_independent(gangs.iter().flat_map(|g| &g.pods).copied())
             && signatures.first().is_some_and(Option::is_some)
             && signatures.windows(2).all(|w| w[0] == w[1])
         {
@@ -425,7 +461,14 @@ impl Scheduler {
             s.steps += 1;
             let mark = self.log.len();
             let placed = if joint {
-                self.place_jointly(s.mark, pod, node)
+                match self.place_jointly(s.mark, pod, node) {
+                    Joint::Placed => true,
+                    Joint::NoRoom => false,
+                    Joint::Bounded => {
+                        s.exhausted = true;
+                        break;
+                    }
+                }
             } else {
                 self.assume(pod, node);
                 true
@@ -468,9 +511,9 @@ impl Scheduler {
     /// Places `pod` on `node` with the devices of its mates there (pods of the unit placed
     /// since `mark`) allocated anew together with its own; false, with nothing changed, when
     /// that allocation or another filter fails.
-    fn place_jointly(&mut self, mark: usize, pod: PodId, node: NodeId) -> bool {
+    fn place_jointly(&mut self, mark: usize, pod: PodId, node: NodeId) -> Joint {
         let Some(own) = template_claims(&self.snapshot, pod) else {
-            return false;
+            return Joint::NoRoom;
         };
         let mates: Vec<PodId> = self.log[mark..]
             .iter()
@@ -478,7 +521,7 @@ impl Scheduler {
             .map(|(p, _)| *p)
             .collect();
         if mates.is_empty() {
-            return false;
+            return Joint::NoRoom;
         }
         let mut refs: Vec<ClaimRef> = Vec::new();
         let mut counts: Vec<usize> = Vec::new();
@@ -490,11 +533,23 @@ impl Scheduler {
         refs.extend(own);
         let held: Vec<Option<NodeAllocation>> =
             mates.iter().map(|&m| self.snapshot.forget(m)).collect();
-        let joint = match self.snapshot.dra.as_ref() {
-            Some(dra) => dra.try_allocate(node, &refs).ok(),
-            None => None,
+        // Several pods' claims at once can make the allocator's search long (shareable
+        // devices are candidates for every request): it gets a bound of its own, and
+        // reaching it stops the whole-gang search as its own bound does.
+        let joint = match self.snapshot.dra.as_mut() {
+            Some(dra) => {
+                let limits = dra.limits();
+                dra.set_limits(Limits {
+                    max_search_steps: limits.max_search_steps.min(JOINT_ALLOCATION_STEPS),
+                });
+                let joint = dra.try_allocate(node, &refs);
+                dra.set_limits(limits);
+                joint
+            }
+            None => Err(Unfit::with_detail(UnfitReason::CannotAllocateAllClaims, "")),
         };
-        if let Some(joint) = joint {
+        let bounded = matches!(&joint, Err(u) if u.reason == UnfitReason::SearchBoundExceeded);
+        if let Ok(joint) = joint {
             let mut parts = joint.claims.into_iter();
             for (&m, &c) in mates.iter().zip(&counts) {
                 let part = NodeAllocation {
@@ -505,7 +560,7 @@ impl Scheduler {
             }
             if self.framework.fits_on(&self.snapshot, pod, node) {
                 self.assume(pod, node);
-                return true;
+                return Joint::Placed;
             }
             for &m in &mates {
                 self.snapshot.forget(m);
@@ -514,7 +569,11 @@ impl Scheduler {
         for (&m, h) in mates.iter().zip(held) {
             self.snapshot.reassume(m, node, h);
         }
-        false
+        if bounded {
+            Joint::Bounded
+        } else {
+            Joint::NoRoom
+        }
     }
 
     /// Counters of the whole-gang searches run so far.

@@ -16,6 +16,7 @@ pub mod gang_search;
 pub mod group;
 pub mod plugins;
 pub mod preemption;
+pub mod queue;
 pub mod scheduler;
 pub mod state;
 
@@ -24,6 +25,7 @@ pub use cycle::{FitError, Framework};
 pub use estimate::{Estimate, estimate, estimate_on};
 pub use gang_search::GangSearchCounts;
 pub use preemption::{Eviction, GangPreemption};
+pub use queue::{ChangeLog, Queue};
 pub use scheduler::{
     AllocatedDevice, ClaimDevices, Decisions, GroupStatus, Options, Scheduler, SetupError, schedule,
 };

@@ -32,6 +32,7 @@ use crate::framework::Reason;
 use crate::gang_search::{Gang, Outcome};
 use crate::group::{GroupIndex, Unit, candidate_orders, capacity_of, domains, free_of, min_demand};
 use crate::preemption::{Eviction, GangPreemption, Lifted};
+use crate::queue::{ChangeLog, Logged};
 use crate::state::ClusterState;
 
 /// Run options.
@@ -204,6 +205,12 @@ pub struct Scheduler {
     failed_unit: Option<FailedUnit>,
     /// PodGroups answered with a remembered failure.
     failures_reused: u64,
+    /// The changes that may help pods that did not fit (see `queue`).
+    pub(crate) changes: ChangeLog,
+    /// Whether the searches since it was last set covered every placement.
+    search_proven: bool,
+    /// Pods of the last `schedule` call whose unit failed without covering every placement.
+    unproven: Vec<PodId>,
 }
 
 /// What a PodGroup's cycle depends on besides the cluster state.
@@ -221,6 +228,7 @@ struct FailedUnit {
     key: UnitKey,
     generation: u64,
     group: String,
+    proven: bool,
 }
 
 impl Scheduler {
@@ -254,6 +262,9 @@ impl Scheduler {
             gang_search: Default::default(),
             failed_unit: None,
             failures_reused: 0,
+            changes: ChangeLog::default(),
+            search_proven: true,
+            unproven: Vec::new(),
         })
     }
 
@@ -285,7 +296,36 @@ impl Scheduler {
 
     /// Removes a pod from its node (it finished or was evicted).
     pub fn release(&mut self, pod: PodId) {
-        self.snapshot.forget(pod);
+        let Some(node) = self.snapshot.node_of(pod) else {
+            return;
+        };
+        let held = self.snapshot.forget(pod);
+        let local = match (&held, &self.snapshot.dra) {
+            (Some(a), Some(dra)) => dra.is_node_local(a),
+            _ => true,
+        };
+        // Room on one node, unless the pod's anti-affinity kept pods off a whole domain or
+        // its devices are reachable from other nodes too.
+        let change = if local && self.snapshot.pod(pod).pod_anti_affinity.required.is_empty() {
+            Logged::Freed(node)
+        } else {
+            Logged::Everything
+        };
+        self.changes.push(change);
+    }
+
+    /// The position of the change log: a pod that does not fit in an attempt that starts
+    /// now is parked at it (see [`Queue::park`](crate::Queue::park)).
+    pub fn change_position(&self) -> u64 {
+        self.changes.position()
+    }
+
+    /// Pods of the last [`schedule`](Self::schedule) call that did not fit without the
+    /// attempt covering every placement (a gang whose pod-by-pod orders failed and whose
+    /// whole-gang search was off or reached its bound, a CompositePodGroup), in the order
+    /// they failed.
+    pub fn unproven_failures(&self) -> &[PodId] {
+        &self.unproven
     }
 
     /// Applies a change to the cluster state (see [`ClusterState::apply`]); a pod whose
@@ -295,6 +335,7 @@ impl Scheduler {
         change: crate::state::Change,
     ) -> Result<crate::state::Applied, crate::state::ChangeError> {
         let applied = self.snapshot.apply(change)?;
+        self.changes.push(Logged::Everything);
         self.placed_epoch.resize(self.snapshot.pod_slots(), 0);
         if let crate::state::Applied::Pod(p) = applied {
             self.placed_epoch[p.index()] = 0;
@@ -344,6 +385,7 @@ impl Scheduler {
         self.placed_epoch.resize(self.snapshot.pod_slots(), 0);
         // Pods placed by an earlier call may be preemption victims in this one.
         self.failed_unit = None;
+        self.unproven.clear();
         let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
         let decisions = Decisions::default();
         let mut in_set = vec![false; cluster.pods.len()];
@@ -486,11 +528,15 @@ impl Scheduler {
                             (Some(k), Some(f))
                                 if f.key == *k && f.generation == self.snapshot.generation =>
                             {
-                                Some(f.group.clone())
+                                Some((f.group.clone(), f.proven))
                             }
                             _ => None,
                         };
-                        let attempt = if let (Some(other), Unit::Group(g)) = (remembered, unit) {
+                        self.search_proven = !matches!(unit, Unit::Composite(_));
+                        let attempt = if let (Some((other, proven)), Unit::Group(g)) =
+                            (remembered, unit)
+                        {
+                            self.search_proven = proven;
                             self.failures_reused += 1;
                             let message = format!(
                                 "gang {}: does not fit, as gang {other} with the same pods did not",
@@ -519,6 +565,7 @@ impl Scheduler {
                                     key,
                                     generation: self.snapshot.generation,
                                     group: index.groups[g].key.clone(),
+                                    proven: self.search_proven,
                                 }),
                                 _ => None,
                             };
@@ -529,6 +576,9 @@ impl Scheduler {
                             self.mark_placed(p);
                         }
                         decisions.bindings.extend(self.log.drain(mark..));
+                        if !attempt.ok && !self.search_proven {
+                            self.unproven.extend(attempt.failed.iter().map(|(p, _)| *p));
+                        }
                         decisions.unschedulable.extend(attempt.failed);
                         for (g, ok, msg) in attempt.statuses {
                             group_status[g] = Some((ok, msg));
@@ -546,6 +596,12 @@ impl Scheduler {
                 break;
             }
             units = retry.into_iter().map(|(id, _)| Unit::Pod(id)).collect();
+        }
+        if !decisions.evictions.is_empty() {
+            self.changes.push(Logged::Everything);
+        }
+        if !decisions.bindings.is_empty() {
+            self.changes.push(Logged::Placed);
         }
         self.collect_allocations(&mut decisions);
         for (g, status) in group_status.into_iter().enumerate() {
@@ -1046,9 +1102,12 @@ impl Scheduler {
                 Outcome::Placed(unplaced) => return Ok(unplaced),
                 Outcome::Infeasible => {}
                 Outcome::Exhausted => {
+                    self.search_proven = false;
                     best.1 = append_note(&best.1, &self.search_stopped_note());
                 }
             }
+        } else if !self.one_by_one_is_exact(pods) {
+            self.search_proven = false;
         }
         Err(best)
     }

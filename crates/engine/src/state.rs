@@ -1351,6 +1351,11 @@ impl ClusterState {
             })
     }
 
+    /// Whether the id names a node of the state (not a deleted slot).
+    pub fn is_node_live(&self, node: NodeId) -> bool {
+        self.node_live.get(node.index()).copied().unwrap_or(false)
+    }
+
     /// Whether the id names a pod of the state (not a deleted slot).
     pub fn is_live(&self, pod: PodId) -> bool {
         self.pod_live.get(pod.index()).copied().unwrap_or(false)

@@ -5,10 +5,10 @@
 //! preemption mode.
 
 pub use lockstep_engine::GangPreemption;
-use lockstep_engine::Profile;
 use lockstep_engine::config::{
     DeviceScoring, ResourceWeight, ScoringStrategy, ScoringStrategyType,
 };
+use lockstep_engine::{GangPlacement, Profile};
 
 /// One configuration of the scheduler.
 #[derive(Debug, Clone)]
@@ -56,8 +56,9 @@ impl Policy {
     /// Parses a spec: terms joined by `+`, each one of `least-allocated`, `most-allocated`,
     /// `device-fragmentation` (fragmentation gradient descent: the DynamicResources score in
     /// its Fragmentation mode as the only score, as the paper's FGD policy),
-    /// `device-strategy` (DRA devices scored with the strategy), `batching`, `no-batching`,
-    /// `preemption`, `no-preemption`,
+    /// `device-strategy` (DRA devices scored with the strategy), `gang-search` (the
+    /// whole-gang search after the pod-by-pod orders), `pod-by-pod` (the simulations'
+    /// default), `batching`, `no-batching`, `preemption`, `no-preemption`,
     /// `gang-preemption=off|minimal|atomic`. Terms not given keep the engine's defaults and
     /// `base`'s scoring strategy.
     pub fn parse(spec: &str, base: &Profile) -> Result<Policy, String> {
@@ -80,6 +81,8 @@ impl Policy {
                     p.profile.scores = vec![("DynamicResources".into(), 1)];
                 }
                 "device-strategy" => p.profile.device_scoring = DeviceScoring::Strategy,
+                "gang-search" => p.profile.gang_placement = GangPlacement::Search,
+                "pod-by-pod" => p.profile.gang_placement = GangPlacement::PodByPod,
                 "batching" => p.batching = true,
                 "no-batching" => p.batching = false,
                 "preemption" => p.preemption = true,
@@ -90,8 +93,8 @@ impl Policy {
                 other => {
                     return Err(format!(
                         "policy spec {spec:?}: unknown term {other:?}; use least-allocated, \
-                         most-allocated, device-fragmentation, device-strategy, batching, \
-                         no-batching, preemption, no-preemption or \
+                         most-allocated, device-fragmentation, device-strategy, gang-search, \
+                         pod-by-pod, batching, no-batching, preemption, no-preemption or \
                          gang-preemption=off|minimal|atomic, joined by +"
                     ));
                 }
@@ -117,6 +120,12 @@ fn kebab(s: &str) -> String {
 /// NodeResourcesFit (weight 1) and DRA devices by the DynamicResources score (weight 1, the
 /// same strategy). Scored resources or score plugins the profile configured are left alone.
 pub fn gpu_aware(mut profile: Profile) -> Profile {
+    // Gangs pod by pod unless the policy term `gang-search` asks for the whole-gang search:
+    // a simulation retries failing gangs after every completion, and with preemption each
+    // retry evaluates many victim sets.
+    if profile.gang_placement == GangPlacement::Search {
+        profile.gang_placement = GangPlacement::PodByPod;
+    }
     if profile.scoring_strategy.resources == ScoringStrategy::default().resources {
         profile.scoring_strategy.resources.push(ResourceWeight {
             name: crate::trace::GPU.into(),

@@ -7,11 +7,13 @@
 //!
 //! A scheduling cycle calls [`Scheduler::schedule`] on one scheduler that lives for the whole
 //! run, whose snapshot keeps every placement assumed. Which pods a cycle offers follows
-//! kube-scheduler's queueing hints: after a completion or an eviction freed room, every
-//! pending pod; otherwise only the pods that became pending since the last cycle (pods that
-//! did not fit cannot fit while nothing was freed). Without `interval` a cycle runs at every
-//! event time that changed something; with it, cycles run at multiples of the interval
-//! (the first one at or after the change).
+//! kube-scheduler's queueing hints, made exact by the engine's [`Queue`]: the pods that
+//! became pending since the last cycle, and the pods that did not fit before and that a
+//! change since may have helped (a node where room was freed now passes their filters; see
+//! `lockstep_engine::queue`). A pod left out would not have fit, so the decisions are those
+//! of offering every pending pod each cycle. Without `interval` a cycle runs at every event
+//! time that changed something (and offers something); with it, cycles run at multiples of
+//! the interval (the first one at or after the change).
 //!
 //! Preemption is the engine's: victims it reports in `Decisions::evictions` are applied before
 //! its bindings. When every pod and group has the same priority, no preemption is possible,
@@ -30,8 +32,8 @@ use std::collections::{BTreeSet, BinaryHeap};
 use std::time::{Duration, Instant};
 
 use lockstep_engine::SetupError;
-use lockstep_engine::{Options, Scheduler};
-use lockstep_model::{NodeId, PodId, ResourceId, WhenUnsatisfiable};
+use lockstep_engine::{Options, Queue, Scheduler};
+use lockstep_model::{NodeId, PodId, ResourceId};
 
 use crate::policy::Policy;
 use crate::trace::Trace;
@@ -169,10 +171,8 @@ pub struct Simulation<'t> {
     pending: BTreeSet<PodId>,
     /// Pods that became pending since the last cycle.
     fresh: Vec<PodId>,
-    /// Room was freed since the last cycle.
-    freed: bool,
-    /// Pods whose fit may improve when others bind (required pod affinity, hard spread).
-    affinity_pods: Vec<bool>,
+    /// Pending pods that did not fit, until a change may help them.
+    queue: Queue,
     cycle_scheduled: Option<u64>,
     gpu_milli_allocated: i64,
     /// Milli-GPUs requested by the pods bound to each node.
@@ -227,16 +227,6 @@ impl<'t> Simulation<'t> {
                 pod_job[p.index()] = j as u32;
             }
         }
-        let affinity_pods = cluster
-            .pods
-            .iter()
-            .map(|p| {
-                !p.pod_affinity.required.is_empty()
-                    || p.topology_spread
-                        .iter()
-                        .any(|c| c.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule)
-            })
-            .collect();
         let mut sim = Simulation {
             trace,
             options,
@@ -261,8 +251,7 @@ impl<'t> Simulation<'t> {
             pod_node: vec![None; cluster.pods.len()],
             pending: BTreeSet::new(),
             fresh: Vec::new(),
-            freed: false,
-            affinity_pods,
+            queue: Queue::new(),
             cycle_scheduled: None,
             gpu_milli_allocated: 0,
             node_gpu_milli: vec![0; cluster.nodes.len()],
@@ -419,7 +408,6 @@ impl<'t> Simulation<'t> {
         state.end = Some(self.now);
         self.running_jobs -= 1;
         self.done_jobs += 1;
-        self.freed = true;
         true
     }
 
@@ -431,6 +419,7 @@ impl<'t> Simulation<'t> {
                 self.account(p, node, -1);
             }
             self.pending.remove(&p);
+            self.queue.remove(p);
         }
         self.jobs[j].bound = 0;
     }
@@ -481,7 +470,6 @@ impl<'t> Simulation<'t> {
         if requeued.is_empty() {
             return;
         }
-        self.freed = true;
         match self.options.interval {
             None => self.push(self.now, Kind::Cycle, 0, 0),
             Some(interval) if self.cycle_scheduled.is_none() => {
@@ -534,25 +522,16 @@ impl<'t> Simulation<'t> {
     }
 
     fn cycle(&mut self) {
-        let offered: Vec<PodId> = if self.freed {
-            self.pending.iter().copied().collect()
-        } else {
-            let mut f: Vec<PodId> = self
-                .fresh
-                .iter()
-                .copied()
-                .filter(|p| self.pending.contains(p))
-                .collect();
-            f.sort_unstable();
-            f.dedup();
-            f
-        };
-        self.fresh.clear();
-        self.freed = false;
+        let t0 = Instant::now();
+        let mut offered: Vec<PodId> = self.queue.wake(&mut self.scheduler);
+        offered.extend(self.fresh.drain(..));
+        offered.retain(|p| self.pending.contains(p));
+        offered.sort_unstable();
+        offered.dedup();
         if offered.is_empty() {
             return;
         }
-        let t0 = Instant::now();
+        let position = self.scheduler.change_position();
         let decisions = self.scheduler.schedule(&offered);
         self.cycle_wall.push(t0.elapsed());
         self.cycles.push(CycleRecord {
@@ -565,16 +544,19 @@ impl<'t> Simulation<'t> {
             let victims: Vec<PodId> = decisions.evictions.iter().map(|e| e.pod).collect();
             self.evict_all(&victims);
         }
-        let mut any_affinity_pending = false;
         for &(pod, node) in &decisions.bindings {
             self.bind(pod, node);
         }
-        if !decisions.bindings.is_empty() {
-            any_affinity_pending = self.pending.iter().any(|p| self.affinity_pods[p.index()]);
-        }
-        if any_affinity_pending {
-            // Bindings can make room for required pod affinity: offer everything next time.
-            self.freed = true;
+        // What did not fit waits for a change that may help it.
+        let mut unproven: Vec<PodId> = self.scheduler.unproven_failures().to_vec();
+        unproven.extend(decisions.waiting.iter().map(|(p, _)| *p));
+        unproven.extend(decisions.skipped.iter().map(|(p, _)| *p));
+        unproven.sort_unstable();
+        for p in offered {
+            if self.pending.contains(&p) {
+                let proven = unproven.binary_search(&p).is_err();
+                self.queue.park(&self.scheduler, p, position, proven);
+            }
         }
     }
 

@@ -1,0 +1,260 @@
+//! The scheduling queue's unschedulable pods and the changes that may help them:
+//! kube-scheduler's queueing hints, made exact.
+//!
+//! A pod that did not fit waits here ([`Queue::park`]) with the position of the
+//! scheduler's [`ChangeLog`] at the start of the attempt that failed. [`Queue::wake`] hands
+//! back the pods that a change logged since may have made schedulable, and keeps the others:
+//!
+//! - a pod whose filters look at other pods (required pod affinity or anti-affinity, hard
+//!   topology spread) wakes on any change — a binding elsewhere can help it;
+//! - a pod whose failure was not proven (a gang's pod-by-pod orders failed and the
+//!   whole-gang search was off or stopped at its bound, a CompositePodGroup, a group that was
+//!   not ready), any pod when preemption is on, and a gang's pod in a cluster too large for
+//!   every node to be filtered (a failed gang attempt moves the rotating scan start with
+//!   the placements it rolls back, so skipping it would change later decisions) wakes
+//!   whenever room was freed anywhere;
+//! - any other pod was rejected by every node through filters that look only at the node
+//!   itself (resources, ports, taints, affinity to node labels, devices the node reaches).
+//!   Bindings only take room, so it wakes only when a node where room was freed since now
+//!   passes its filters (checked with [`Framework::fits_on`], answers shared by pods with
+//!   the same signature). A gang's pods wake together when one of them does.
+//!
+//! Changes the log cannot place on one node (a release of devices other nodes reach too, of
+//! a pod with required anti-affinity, any object change through `Scheduler::apply`) wake
+//! every pod. A single pod's failed cycle leaves the rotating scan start where it was (it
+//! filtered every node), so leaving it out changes nothing for the pods after it. Within
+//! those rules a pod left parked would have failed had it been offered, so the decisions
+//! are the same as offering every pending pod every time.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use lockstep_model::{NodeId, Pod, PodId, WhenUnsatisfiable};
+
+use crate::framework::Signature;
+use crate::scheduler::Scheduler;
+
+/// One logged change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Logged {
+    /// A pod left this node (it finished, was released or evicted).
+    Freed(NodeId),
+    /// Pods were placed.
+    Placed,
+    /// Anything else: no pod is known to be unaffected.
+    Everything,
+}
+
+/// The changes of a scheduler's state that may help pods that did not fit, in order.
+#[derive(Debug, Default)]
+pub struct ChangeLog {
+    entries: Vec<Logged>,
+    /// The position of `entries[0]`.
+    start: u64,
+}
+
+impl ChangeLog {
+    /// The position after the last change.
+    pub fn position(&self) -> u64 {
+        self.start + self.entries.len() as u64
+    }
+
+    pub(crate) fn push(&mut self, change: Logged) {
+        // Kept even when equal to the last one: a pod parked between the two needs it.
+        self.entries.push(change);
+    }
+
+    /// The changes at or after `position` (all that are kept when it is older).
+    fn since(&self, position: u64) -> &[Logged] {
+        let from = position
+            .saturating_sub(self.start)
+            .min(self.entries.len() as u64);
+        &self.entries[from as usize..]
+    }
+
+    /// Forgets the changes before `position`.
+    fn trim(&mut self, position: u64) {
+        let n = position
+            .saturating_sub(self.start)
+            .min(self.entries.len() as u64);
+        self.entries.drain(..n as usize);
+        self.start += n;
+    }
+}
+
+/// When a parked pod wakes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wake {
+    /// When a node freed since passes its filters.
+    OnFit,
+    /// When room was freed anywhere.
+    OnFree,
+    /// On any change.
+    OnAny,
+}
+
+#[derive(Debug, Clone)]
+struct Parked {
+    position: u64,
+    wake: Wake,
+    /// `namespace/podGroup` when the pod belongs to a group.
+    group: Option<String>,
+}
+
+/// Pods that did not fit, each waiting for a change that may help it.
+#[derive(Debug, Default)]
+pub struct Queue {
+    parked: BTreeMap<PodId, Parked>,
+}
+
+/// Whether `pod`'s filters look at other pods (bindings anywhere can make it fit).
+pub(crate) fn looks_at_other_pods(pod: &Pod) -> bool {
+    !pod.pod_affinity.required.is_empty()
+        || !pod.pod_anti_affinity.required.is_empty()
+        || pod
+            .topology_spread
+            .iter()
+            .any(|c| c.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule)
+}
+
+impl Queue {
+    pub fn new() -> Queue {
+        Queue::default()
+    }
+
+    /// Pods waiting.
+    pub fn len(&self) -> usize {
+        self.parked.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.parked.is_empty()
+    }
+
+    pub fn contains(&self, pod: PodId) -> bool {
+        self.parked.contains_key(&pod)
+    }
+
+    /// Parks `pod`, which did not fit in an attempt that started at `position` of the
+    /// scheduler's change log. `proven`: the attempt showed that no placement exists (a
+    /// single pod that no node passes, a gang that the whole-gang search covered); see the
+    /// module for what else decides when it wakes.
+    pub fn park(&mut self, scheduler: &Scheduler, pod: PodId, position: u64, proven: bool) {
+        let p = scheduler.snapshot.pod(pod);
+        let scans_all = scheduler
+            .framework
+            .scans_all(scheduler.snapshot.num_nodes());
+        let wake = if looks_at_other_pods(p) {
+            Wake::OnAny
+        } else if proven && !scheduler.options.preemption && (p.pod_group.is_none() || scans_all) {
+            Wake::OnFit
+        } else {
+            Wake::OnFree
+        };
+        let group = p
+            .pod_group
+            .as_ref()
+            .map(|g| format!("{}/{}", p.namespace, g));
+        self.parked.insert(
+            pod,
+            Parked {
+                position,
+                wake,
+                group,
+            },
+        );
+    }
+
+    /// Takes `pod` out (it was placed, or is gone).
+    pub fn remove(&mut self, pod: PodId) {
+        self.parked.remove(&pod);
+    }
+
+    /// Takes out and returns, in id order, the pods a change since they were parked may
+    /// have made schedulable (with every other parked pod of their groups).
+    pub fn wake(&mut self, scheduler: &mut Scheduler) -> Vec<PodId> {
+        let mut woken: BTreeSet<PodId> = BTreeSet::new();
+        let mut groups: BTreeSet<String> = BTreeSet::new();
+        // (signature, node) -> fits, for this call.
+        let mut answers: HashMap<(Signature, NodeId), bool> = HashMap::new();
+        let mut freed: Vec<NodeId> = Vec::new();
+        for (&pod, parked) in &self.parked {
+            let changes = scheduler.changes.since(parked.position);
+            if changes.is_empty() {
+                continue;
+            }
+            let wakes = changes.contains(&Logged::Everything)
+                || match parked.wake {
+                    Wake::OnAny => true,
+                    Wake::OnFree => changes.iter().any(|c| matches!(c, Logged::Freed(_))),
+                    Wake::OnFit => {
+                        freed.clear();
+                        for c in changes.iter().rev() {
+                            if let Logged::Freed(n) = *c
+                                && !freed.contains(&n)
+                            {
+                                freed.push(n);
+                            }
+                        }
+                        fits_a_freed_node(scheduler, pod, &freed, &mut answers)
+                    }
+                };
+            if wakes {
+                woken.insert(pod);
+                if let Some(g) = &parked.group {
+                    groups.insert(g.clone());
+                }
+            }
+        }
+        if !groups.is_empty() {
+            for (&pod, parked) in &self.parked {
+                if parked.group.as_ref().is_some_and(|g| groups.contains(g)) {
+                    woken.insert(pod);
+                }
+            }
+        }
+        for pod in &woken {
+            self.parked.remove(pod);
+        }
+        let oldest = self
+            .parked
+            .values()
+            .map(|p| p.position)
+            .min()
+            .unwrap_or_else(|| scheduler.changes.position());
+        scheduler.changes.trim(oldest);
+        woken.into_iter().collect()
+    }
+}
+
+/// Whether `pod` passes every filter on one of `nodes` now.
+fn fits_a_freed_node(
+    scheduler: &mut Scheduler,
+    pod: PodId,
+    nodes: &[NodeId],
+    answers: &mut HashMap<(Signature, NodeId), bool>,
+) -> bool {
+    if nodes.is_empty() {
+        return false;
+    }
+    let signature = scheduler.framework.signature_of(&scheduler.snapshot, pod);
+    for &node in nodes {
+        if !scheduler.snapshot.is_node_live(node) {
+            continue;
+        }
+        let fits = match &signature {
+            Some(s) => match answers.get(&(s.clone(), node)) {
+                Some(&f) => f,
+                None => {
+                    let f = scheduler.framework.fits_on(&scheduler.snapshot, pod, node);
+                    answers.insert((s.clone(), node), f);
+                    f
+                }
+            },
+            None => scheduler.framework.fits_on(&scheduler.snapshot, pod, node),
+        };
+        if fits {
+            return true;
+        }
+    }
+    false
+}
