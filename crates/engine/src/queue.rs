@@ -96,14 +96,20 @@ enum Wake {
 struct Parked {
     position: u64,
     wake: Wake,
-    /// `namespace/podGroup` when the pod belongs to a group.
-    group: Option<String>,
+    /// The pod's group (`namespace/podGroup`, interned) when it belongs to one.
+    group: Option<u32>,
 }
 
 /// Pods that did not fit, each waiting for a change that may help it.
 #[derive(Debug, Default)]
 pub struct Queue {
     parked: BTreeMap<PodId, Parked>,
+    /// Group ids by namespace and name.
+    group_ids: HashMap<String, HashMap<String, u32>>,
+    /// Signature ids of pods asked once (`None`: the pod cannot be signed), kept while the
+    /// pod is pending (a pod object that changes wakes it and is asked again).
+    signature_of: HashMap<PodId, Option<u32>>,
+    signature_ids: HashMap<Signature, u32>,
 }
 
 /// Whether `pod`'s filters look at other pods (bindings anywhere can make it fit).
@@ -150,10 +156,19 @@ impl Queue {
         } else {
             Wake::OnFree
         };
-        let group = p
-            .pod_group
-            .as_ref()
-            .map(|g| format!("{}/{}", p.namespace, g));
+        let group = p.pod_group.as_ref().map(|g| {
+            let next = self.group_ids.values().map(HashMap::len).sum::<usize>() as u32;
+            match self.group_ids.get(&p.namespace).and_then(|m| m.get(g)) {
+                Some(&id) => id,
+                None => {
+                    self.group_ids
+                        .entry(p.namespace.clone())
+                        .or_default()
+                        .insert(g.clone(), next);
+                    next
+                }
+            }
+        });
         self.parked.insert(
             pod,
             Parked {
@@ -167,47 +182,102 @@ impl Queue {
     /// Takes `pod` out (it was placed, or is gone).
     pub fn remove(&mut self, pod: PodId) {
         self.parked.remove(&pod);
+        self.signature_of.remove(&pod);
+    }
+
+    /// The id of `pod`'s signature, computed once while it waits.
+    fn signature(&mut self, scheduler: &mut Scheduler, pod: PodId) -> Option<u32> {
+        if let Some(&s) = self.signature_of.get(&pod) {
+            return s;
+        }
+        let id = scheduler
+            .framework
+            .signature_of(&scheduler.snapshot, pod)
+            .map(|sig| {
+                let next = self.signature_ids.len() as u32;
+                *self.signature_ids.entry(sig).or_insert(next)
+            });
+        self.signature_of.insert(pod, id);
+        id
     }
 
     /// Takes out and returns, in id order, the pods a change since they were parked may
     /// have made schedulable (with every other parked pod of their groups).
     pub fn wake(&mut self, scheduler: &mut Scheduler) -> Vec<PodId> {
+        let oldest = self.parked.values().map(|p| p.position).min();
+        let Some(oldest) = oldest else {
+            let end = scheduler.changes.position();
+            scheduler.changes.trim(end);
+            return Vec::new();
+        };
+        // One pass over the log: the last position of each kind of change.
+        let end = scheduler.changes.position();
+        let base = end - scheduler.changes.since(oldest).len() as u64;
+        let mut last_everything: Option<u64> = None;
+        let mut last_freed: Option<u64> = None;
+        let mut freed_at: HashMap<NodeId, u64> = HashMap::new();
+        for (k, c) in scheduler.changes.since(oldest).iter().enumerate() {
+            let at = base + k as u64;
+            match *c {
+                Logged::Everything => last_everything = Some(at),
+                Logged::Freed(n) => {
+                    last_freed = Some(at);
+                    freed_at.insert(n, at);
+                }
+                Logged::Placed => {}
+            }
+        }
+        // Freed nodes, the most recently freed first.
+        let mut freed: Vec<(u64, NodeId)> = freed_at.into_iter().map(|(n, at)| (at, n)).collect();
+        freed.sort_unstable_by(|a, b| b.cmp(a));
+        // Per signature id: the latest position at which a node it fits now was freed.
+        let mut latest_fit: HashMap<u32, Option<u64>> = HashMap::new();
         let mut woken: BTreeSet<PodId> = BTreeSet::new();
-        let mut groups: BTreeSet<String> = BTreeSet::new();
-        // (signature, node) -> fits, for this call.
-        let mut answers: HashMap<(Signature, NodeId), bool> = HashMap::new();
-        let mut freed: Vec<NodeId> = Vec::new();
-        for (&pod, parked) in &self.parked {
-            let changes = scheduler.changes.since(parked.position);
-            if changes.is_empty() {
+        let mut groups: BTreeSet<u32> = BTreeSet::new();
+        let parked_pods: Vec<(PodId, u64, Wake, Option<u32>)> = self
+            .parked
+            .iter()
+            .map(|(&pod, p)| (pod, p.position, p.wake, p.group))
+            .collect();
+        for (pod, p, wake, group) in parked_pods {
+            if p >= end {
                 continue;
             }
-            let wakes = changes.contains(&Logged::Everything)
-                || match parked.wake {
+            let wakes = last_everything.is_some_and(|at| at >= p)
+                || match wake {
                     Wake::OnAny => true,
-                    Wake::OnFree => changes.iter().any(|c| matches!(c, Logged::Freed(_))),
-                    Wake::OnFit => {
-                        freed.clear();
-                        for c in changes.iter().rev() {
-                            if let Logged::Freed(n) = *c
-                                && !freed.contains(&n)
-                            {
-                                freed.push(n);
-                            }
+                    Wake::OnFree => last_freed.is_some_and(|at| at >= p),
+                    Wake::OnFit => match self.signature(scheduler, pod) {
+                        Some(sig) => {
+                            let latest = match latest_fit.get(&sig) {
+                                Some(l) => *l,
+                                None => {
+                                    let l = freed
+                                        .iter()
+                                        .find(|&&(_, n)| fits(scheduler, pod, n))
+                                        .map(|&(at, _)| at);
+                                    latest_fit.insert(sig, l);
+                                    l
+                                }
+                            };
+                            latest.is_some_and(|at| at >= p)
                         }
-                        fits_a_freed_node(scheduler, pod, &freed, &mut answers)
-                    }
+                        None => freed
+                            .iter()
+                            .take_while(|&&(at, _)| at >= p)
+                            .any(|&(_, n)| fits(scheduler, pod, n)),
+                    },
                 };
             if wakes {
                 woken.insert(pod);
-                if let Some(g) = &parked.group {
-                    groups.insert(g.clone());
+                if let Some(g) = group {
+                    groups.insert(g);
                 }
             }
         }
         if !groups.is_empty() {
             for (&pod, parked) in &self.parked {
-                if parked.group.as_ref().is_some_and(|g| groups.contains(g)) {
+                if parked.group.is_some_and(|g| groups.contains(&g)) {
                     woken.insert(pod);
                 }
             }
@@ -220,41 +290,14 @@ impl Queue {
             .values()
             .map(|p| p.position)
             .min()
-            .unwrap_or_else(|| scheduler.changes.position());
+            .unwrap_or(end);
         scheduler.changes.trim(oldest);
         woken.into_iter().collect()
     }
 }
 
-/// Whether `pod` passes every filter on one of `nodes` now.
-fn fits_a_freed_node(
-    scheduler: &mut Scheduler,
-    pod: PodId,
-    nodes: &[NodeId],
-    answers: &mut HashMap<(Signature, NodeId), bool>,
-) -> bool {
-    if nodes.is_empty() {
-        return false;
-    }
-    let signature = scheduler.framework.signature_of(&scheduler.snapshot, pod);
-    for &node in nodes {
-        if !scheduler.snapshot.is_node_live(node) {
-            continue;
-        }
-        let fits = match &signature {
-            Some(s) => match answers.get(&(s.clone(), node)) {
-                Some(&f) => f,
-                None => {
-                    let f = scheduler.framework.fits_on(&scheduler.snapshot, pod, node);
-                    answers.insert((s.clone(), node), f);
-                    f
-                }
-            },
-            None => scheduler.framework.fits_on(&scheduler.snapshot, pod, node),
-        };
-        if fits {
-            return true;
-        }
-    }
-    false
+/// Whether `pod` passes every filter on `node` now.
+fn fits(scheduler: &mut Scheduler, pod: PodId, node: NodeId) -> bool {
+    scheduler.snapshot.is_node_live(node)
+        && scheduler.framework.fits_on(&scheduler.snapshot, pod, node)
 }
