@@ -18,6 +18,7 @@ pub mod plugins;
 pub mod preemption;
 pub mod scheduler;
 pub mod state;
+pub mod topology;
 
 pub use config::{GangPlacement, KubeSchedulerConfiguration, Profile};
 pub use cycle::{FitError, Framework};
