@@ -25,32 +25,85 @@ use lockstep_model::{LabelSelector, Labels, NodeId, Operator, Pod, PodAffinityTe
 /// The value id of a node that lacks the key.
 pub const NO_VALUE: u32 = u32::MAX;
 
-/// Counts of pods per value id of one topology key (zero counts are not stored), and their
-/// total.
-#[derive(Debug, Default, Clone)]
+/// Counts of pods per value id of one topology key, and their total. Sparse while few values
+/// have pods, dense (indexed by value id) once at least an eighth of the ids seen do, so
+/// the memory stays proportional to the values with pods and a Filter's lookup of a busy
+/// class is an array read.
+#[derive(Debug, Clone)]
 pub struct Counts {
-    by_value: HashMap<u32, u32>,
+    repr: Repr,
     pub total: u64,
+    /// One more than the highest value id counted.
+    top: u32,
+}
+
+#[derive(Debug, Clone)]
+enum Repr {
+    /// Non-zero counts only.
+    Sparse(HashMap<u32, u32>),
+    Dense(Vec<u32>),
+}
+
+/// Sparse counts with at least this many values may turn dense.
+const DENSE_MIN: usize = 32;
+
+impl Default for Counts {
+    fn default() -> Self {
+        Counts {
+            repr: Repr::Sparse(HashMap::default()),
+            total: 0,
+            top: 0,
+        }
+    }
 }
 
 impl Counts {
+    #[inline]
     pub fn get(&self, value: u32) -> u32 {
-        self.by_value.get(&value).copied().unwrap_or(0)
+        match &self.repr {
+            Repr::Sparse(m) => m.get(&value).copied().unwrap_or(0),
+            Repr::Dense(v) => v.get(value as usize).copied().unwrap_or(0),
+        }
     }
-    /// The values with a non-zero count.
-    pub fn iter(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        self.by_value.iter().map(|(v, n)| (*v, *n))
+    /// Calls `f` with each value that has a non-zero count, and the count.
+    pub fn for_each(&self, mut f: impl FnMut(u32, u32)) {
+        match &self.repr {
+            Repr::Sparse(m) => m.iter().for_each(|(v, n)| f(*v, *n)),
+            Repr::Dense(d) => d
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .for_each(|(v, n)| f(v as u32, *n)),
+        }
     }
     fn add(&mut self, value: u32, delta: i32) {
         if value == NO_VALUE {
             return;
         }
-        let e = self.by_value.entry(value).or_insert(0);
-        *e = e.wrapping_add_signed(delta);
-        if *e == 0 {
-            self.by_value.remove(&value);
-        }
         self.total = self.total.wrapping_add_signed(i64::from(delta));
+        self.top = self.top.max(value + 1);
+        match &mut self.repr {
+            Repr::Dense(d) => {
+                if d.len() <= value as usize {
+                    d.resize(value as usize + 1, 0);
+                }
+                let e = &mut d[value as usize];
+                *e = e.wrapping_add_signed(delta);
+            }
+            Repr::Sparse(m) => {
+                let e = m.entry(value).or_insert(0);
+                *e = e.wrapping_add_signed(delta);
+                if *e == 0 {
+                    m.remove(&value);
+                } else if m.len() >= DENSE_MIN && m.len() * 8 >= self.top as usize {
+                    let mut d = vec![0; self.top as usize];
+                    for (&v, &n) in m.iter() {
+                        d[v as usize] = n;
+                    }
+                    self.repr = Repr::Dense(d);
+                }
+            }
+        }
     }
 }
 

@@ -157,9 +157,9 @@ impl Domains {
                     }
                 }
                 for &id in classes.iter() {
-                    for (v, n) in topo.label_class(id).by_key(key).iter() {
-                        counts[v as usize] += i64::from(n);
-                    }
+                    topo.label_class(id)
+                        .by_key(key)
+                        .for_each(|v, n| counts[v as usize] += i64::from(n));
                 }
                 continue;
             }
