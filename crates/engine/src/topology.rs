@@ -301,8 +301,14 @@ impl PodTopology {
         }
         match best {
             Some(lists) => {
+                let several = lists.len() > 1;
                 for l in lists {
                     out.extend_from_slice(l);
+                }
+                // An `In` may list a value twice.
+                if several {
+                    out.sort_unstable();
+                    out.dedup();
                 }
             }
             None => out.extend(0..self.label_classes.len() as u32),
