@@ -12,7 +12,11 @@ use lockstep_testkit::perf_shapes as shapes;
 fn bench_shape(c: &mut Criterion, group_name: &str, label: &str, cluster: &Cluster) {
     let mut group = c.benchmark_group(group_name);
     group.sample_size(10);
-    let pending = cluster.pods.iter().filter(|p| p.node_name.is_none()).count();
+    let pending = cluster
+        .pods
+        .iter()
+        .filter(|p| p.node_name.is_none())
+        .count();
     group.throughput(Throughput::Elements(pending as u64));
     for batching in [false, true] {
         let id = BenchmarkId::new(
@@ -48,7 +52,12 @@ fn bench_shape(c: &mut Criterion, group_name: &str, label: &str, cluster: &Clust
 
 fn pod_anti_affinity(c: &mut Criterion) {
     let cluster = shapes::pod_anti_affinity(5000, 1000, 2000);
-    bench_shape(c, "SchedulingPodAntiAffinity", "5000Nodes_2000Pods", &cluster);
+    bench_shape(
+        c,
+        "SchedulingPodAntiAffinity",
+        "5000Nodes_2000Pods",
+        &cluster,
+    );
 }
 
 fn pod_affinity(c: &mut Criterion) {
@@ -68,7 +77,12 @@ fn preferred_pod_affinity(c: &mut Criterion) {
 
 fn topology_spread(c: &mut Criterion) {
     let cluster = shapes::topology_spread(5000, 5000, 5000, WhenUnsatisfiable::DoNotSchedule);
-    bench_shape(c, "SchedulingPodTopologySpread", "5000Nodes_5000Pods", &cluster);
+    bench_shape(
+        c,
+        "SchedulingPodTopologySpread",
+        "5000Nodes_5000Pods",
+        &cluster,
+    );
 }
 
 fn preferred_topology_spread(c: &mut Criterion) {

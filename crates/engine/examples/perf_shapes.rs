@@ -28,7 +28,11 @@ fn main() {
         "node-affinity" => shapes::node_affinity(5000, 5000, 10_000),
         other => panic!("unknown shape {other}"),
     };
-    let pending = cluster.pods.iter().filter(|p| p.node_name.is_none()).count();
+    let pending = cluster
+        .pods
+        .iter()
+        .filter(|p| p.node_name.is_none())
+        .count();
     let mut times = Vec::new();
     for _ in 0..runs {
         let objects = cluster.clone();

@@ -19,9 +19,9 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
+use crate::topology::PodTopology;
 use lockstep_dra::{ClaimRef, DraError, DraInputs, DraState, NodeAllocation};
 use lockstep_model::dra::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
-use crate::topology::PodTopology;
 use lockstep_model::{
     Cluster, CompositePodGroup, HostPort, Labels, Node, NodeId, Pod, PodDisruptionBudget, PodGroup,
     PodId, PodPhase, PriorityClass, ResourceId, ResourceNames, Taint, TaintEffect, Workload,

@@ -234,7 +234,12 @@ fn index_pairs(sel: &LabelSelector) -> Option<(&str, Vec<&str>)> {
     sel.match_expressions
         .iter()
         .find(|r| r.operator == Operator::In)
-        .map(|r| (r.key.as_str(), r.values.iter().map(String::as_str).collect()))
+        .map(|r| {
+            (
+                r.key.as_str(),
+                r.values.iter().map(String::as_str).collect(),
+            )
+        })
 }
 
 impl PodTopology {
@@ -375,7 +380,10 @@ impl PodTopology {
     /// placed next.
     pub fn pod_changed(&mut self, id: PodId) {
         if let Some(c) = self.pod_classes.get_mut(id.index()) {
-            debug_assert!(self.counted_on[id.index()].is_none(), "changed while placed");
+            debug_assert!(
+                self.counted_on[id.index()].is_none(),
+                "changed while placed"
+            );
             *c = None;
         }
     }
@@ -494,7 +502,9 @@ impl PodTopology {
         let classes = &self.label_classes;
         if let Some(&id) = self.label_class_ids.find(hash, |&c| {
             let c = &classes[c as usize];
-            c.terminating == pod.terminating && c.namespace == pod.namespace && c.labels == pod.labels
+            c.terminating == pod.terminating
+                && c.namespace == pod.namespace
+                && c.labels == pod.labels
         }) {
             return id;
         }

@@ -6,12 +6,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use lockstep_engine::ClusterState;
 use lockstep_engine::framework::{CycleState, Plugin, PreFilter, Reason};
 use lockstep_engine::plugins::inter_pod_affinity::{InterPodAffinity, term_selects};
 use lockstep_engine::plugins::node_affinity::required_matches;
 use lockstep_engine::plugins::pod_topology_spread::{HOSTNAME_KEY, PodTopologySpread};
 use lockstep_engine::state::{Change, Key, Object};
-use lockstep_engine::ClusterState;
 use lockstep_model::{
     Cluster, InclusionPolicy, LabelSelector, Labels, NodeId, NodeSelectorTerm, Operator, Pod,
     PodAffinityTerm, PodPhase, Requirement, TaintEffect, TopologySpreadConstraint,
@@ -113,7 +113,9 @@ fn build(node_bits: &[Bits], pod_bits: &[Bits]) -> Cluster {
             0 => p.pod_affinity.required.push(t(5)),
             1 => p.pod_anti_affinity.required.push(t(5)),
             2 => {
-                p.pod_affinity.preferred.push((i32::from(b[10] % 5) + 1, t(5)));
+                p.pod_affinity
+                    .preferred
+                    .push((i32::from(b[10] % 5) + 1, t(5)));
                 p.pod_anti_affinity.preferred.push((2, t(10)));
             }
             3 => {
@@ -182,8 +184,7 @@ fn bump(map: &mut HashMap<String, HashMap<String, i64>>, key: &str, value: &str,
 fn affinity_filter(snap: &ClusterState, pod: &Pod) -> Option<Vec<Vec<Reason>>> {
     let req_aff = &pod.pod_affinity.required;
     let req_anti = &pod.pod_anti_affinity.required;
-    if req_aff.is_empty() && req_anti.is_empty() && snap.bound_with_required_anti_affinity == 0
-    {
+    if req_aff.is_empty() && req_anti.is_empty() && snap.bound_with_required_anti_affinity == 0 {
         return None;
     }
     let ns = &snap.cluster.namespaces;
@@ -202,7 +203,10 @@ fn affinity_filter(snap: &ClusterState, pod: &Pod) -> Option<Vec<Vec<Reason>>> {
                     bump(&mut existing_anti, &t.topology_key, v, 1);
                 }
             }
-            if !req_aff.is_empty() && req_aff.iter().all(|t| term_selects(t, &pod.namespace, other, ns))
+            if !req_aff.is_empty()
+                && req_aff
+                    .iter()
+                    .all(|t| term_selects(t, &pod.namespace, other, ns))
             {
                 for (i, t) in req_aff.iter().enumerate() {
                     if let Some(v) = labels.get(&t.topology_key) {
@@ -220,7 +224,10 @@ fn affinity_filter(snap: &ClusterState, pod: &Pod) -> Option<Vec<Vec<Reason>>> {
             }
         }
     }
-    let self_ok = !any && req_aff.iter().all(|t| term_selects(t, &pod.namespace, pod, ns));
+    let self_ok = !any
+        && req_aff
+            .iter()
+            .all(|t| term_selects(t, &pod.namespace, pod, ns));
     let verdict = |node: NodeId| -> Vec<Reason> {
         let labels = &snap.node(node).labels;
         if !req_aff.is_empty() {
@@ -313,7 +320,9 @@ fn affinity_score(snap: &ClusterState, pod: &Pod, hard: i64) -> Option<Vec<i64>>
 fn selects(c: &TopologySpreadConstraint, pod: &Pod, other: &Pod) -> bool {
     !other.terminating
         && other.namespace == pod.namespace
-        && c.selector.as_ref().is_some_and(|s| s.matches(&other.labels))
+        && c.selector
+            .as_ref()
+            .is_some_and(|s| s.matches(&other.labels))
 }
 
 fn on_node(snap: &ClusterState, c: &TopologySpreadConstraint, pod: &Pod, node: NodeId) -> i64 {
@@ -379,7 +388,9 @@ fn spread_filter(snap: &ClusterState, pod: &Pod) -> Option<Vec<Vec<Reason>>> {
         .enumerate()
         .map(|(k, c)| {
             let min = counts[k].values().copied().min().unwrap_or(0);
-            if c.min_domains.is_some_and(|m| (counts[k].len() as i64) < i64::from(m)) {
+            if c.min_domains
+                .is_some_and(|m| (counts[k].len() as i64) < i64::from(m))
+            {
                 0
             } else {
                 min
@@ -486,8 +497,12 @@ fn run_score(
     feasible: &[NodeId],
 ) -> Option<Vec<i64>> {
     let mut state = CycleState::default();
-    p.pre_score(snap, pod, &mut state, feasible)
-        .then(|| feasible.iter().map(|&n| p.score(snap, pod, &state, n)).collect())
+    p.pre_score(snap, pod, &mut state, feasible).then(|| {
+        feasible
+            .iter()
+            .map(|&n| p.score(snap, pod, &state, n))
+            .collect()
+    })
 }
 
 fn check(snap: &ClusterState) {

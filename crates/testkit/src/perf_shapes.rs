@@ -117,12 +117,7 @@ pub fn preferred_pod_affinity(n: usize, init: usize, measure: usize) -> Cluster 
 /// over zones for `color=blue`; nodes in zones moon-1..3; the init pods are
 /// `pod-default.yaml` (no labels). TopologySpreading/5000Nodes_5000Pods and
 /// PreferredTopologySpreading/5000Nodes_5000Pods are (5000, 5000, 5000).
-pub fn topology_spread(
-    n: usize,
-    init: usize,
-    measure: usize,
-    when: WhenUnsatisfiable,
-) -> Cluster {
+pub fn topology_spread(n: usize, init: usize, measure: usize, when: WhenUnsatisfiable) -> Cluster {
     let mut c = Cluster::default();
     nodes(&mut c, n, &["moon-1", "moon-2", "moon-3"]);
     add_pods(&mut c, "init", init, "default", Some(0), &|_| {});

@@ -164,12 +164,13 @@ impl Plugin for InterPodAffinity {
         s.existing_anti.clear();
         if snap.bound_with_required_anti_affinity > 0 {
             topo.candidate_terms(&pod.labels, &mut s.candidates);
-            s.existing_anti.extend(s.candidates.iter().copied().filter(|&t| {
-                let t = topo.term_class(t);
-                t.kind == TermKind::RequiredAnti
-                    && t.counts.total > 0
-                    && term_selects(&t.term, &t.owner_namespace, pod, namespaces)
-            }));
+            s.existing_anti
+                .extend(s.candidates.iter().copied().filter(|&t| {
+                    let t = topo.term_class(t);
+                    t.kind == TermKind::RequiredAnti
+                        && t.counts.total > 0
+                        && term_selects(&t.term, &t.owner_namespace, pod, namespaces)
+                }));
         }
         s.affinity_keys.clear();
         s.affinity_classes.clear();
