@@ -19,6 +19,7 @@ pub mod preemption;
 pub mod queue;
 pub mod scheduler;
 pub mod state;
+pub mod topology;
 
 pub use config::{GangPlacement, KubeSchedulerConfiguration, Profile};
 pub use cycle::{FitError, Framework};

@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
+use crate::topology::PodTopology;
 use lockstep_dra::{ClaimRef, DraError, DraInputs, DraState, NodeAllocation};
 use lockstep_model::dra::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use lockstep_model::{
@@ -292,6 +293,8 @@ pub struct ClusterState {
     pub bound_with_affinity: usize,
     /// Bound pods that have required anti-affinity terms.
     pub bound_with_required_anti_affinity: usize,
+    /// Placed pods by label set and affinity term, counted per topology domain.
+    pub topology: PodTopology,
     /// Incremented by every change, `assume` and `forget`: state derived from the cluster
     /// state (the batching state) is valid only for the generation it was made at.
     pub generation: u64,
@@ -358,6 +361,7 @@ impl ClusterState {
             taint_set_ids: HashMap::default(),
             bound_with_affinity: 0,
             bound_with_required_anti_affinity: 0,
+            topology: PodTopology::default(),
             generation: 0,
             revision: 0,
             dra: None,
@@ -783,6 +787,8 @@ impl ClusterState {
             }
         };
         self.node_taint_set[id.index()] = set;
+        self.topology
+            .set_node_labels(id, &node.labels, &self.pods_on_node[id.index()]);
         Arc::make_mut(&mut self.cluster).nodes[id.index()] = node;
         self.count_node(id, 1);
     }
@@ -837,6 +843,8 @@ impl ClusterState {
         }
         let base = id.index() * self.width;
         self.allocatable[base..base + self.width].fill(0);
+        self.topology
+            .set_node_labels(id, &Labels::default(), &self.pods_on_node[id.index()]);
         Arc::make_mut(&mut self.cluster).nodes[id.index()] = blank_node();
         self.node_live[id.index()] = false;
         self.node_generation[id.index()] += 1;
@@ -936,6 +944,9 @@ impl ClusterState {
     /// at the end of the load).
     fn index_pod(&mut self, id: PodId, loading: bool) {
         self.revision += 1;
+        self.topology.pod_changed(id);
+        self.topology
+            .register_keys(&self.cluster.pods[id.index()], &self.cluster.nodes);
         if !self.cluster.pods[id.index()].resource_claims.is_empty() {
             self.pods_with_claims += 1;
         }
@@ -1510,6 +1521,7 @@ impl ClusterState {
         if !pod.pod_anti_affinity.required.is_empty() {
             self.bound_with_required_anti_affinity += 1;
         }
+        self.topology.place(id, pod, node, &cluster.nodes);
     }
 
     /// Gives a placed pod with claims its devices: `held` when it is given back, else the
@@ -1571,6 +1583,7 @@ impl ClusterState {
         if !pod.pod_anti_affinity.required.is_empty() {
             self.bound_with_required_anti_affinity -= 1;
         }
+        self.topology.forget(id);
         held
     }
 

@@ -55,7 +55,7 @@ impl Requirement {
 
 /// A `metav1.LabelSelector`: all of `match_labels` and all requirements must hold. An empty
 /// selector matches everything.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct LabelSelector {
     pub match_labels: Vec<(String, String)>,
     pub match_expressions: Vec<Requirement>,

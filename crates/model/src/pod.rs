@@ -61,7 +61,7 @@ pub struct NodeAffinity {
 
 /// A `v1.PodAffinityTerm` with `matchLabelKeys`/`mismatchLabelKeys` already merged into the
 /// selector, as the API server does.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PodAffinityTerm {
     /// `None` matches no pod, as a nil selector does in Kubernetes.
     pub selector: Option<LabelSelector>,

@@ -4,6 +4,7 @@
 //! on it.
 
 pub mod oracle;
+pub mod perf_shapes;
 pub mod placement;
 
 pub use lockstep_model::builders::*;

@@ -3,38 +3,75 @@
 //! kube-scheduler does); preferred terms (both ways)
 //! and existing pods' required affinity (weighted by `hardPodAffinityWeight`) as a score.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use lockstep_model::{Labels, NodeId, Pod, PodAffinityTerm};
 
 use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason, Signature};
 use crate::state::ClusterState;
+use crate::topology::{LabelClass, NO_VALUE, PodTopology, TermKind};
 
 pub struct InterPodAffinity {
     pub hard_pod_affinity_weight: i64,
 }
 
-/// Counts per topology key, then per value.
-type TopologyCounts = HashMap<String, HashMap<String, i64>>;
-
+/// The PreFilter state: which of the state's pod classes count for the pod. Counts are read
+/// from the classes ([`PodTopology`]) per node, by the node's value id of each key.
 #[derive(Debug, Default)]
 pub struct AffinityFilterState {
-    /// Domains where an existing pod's required anti-affinity matches the incoming pod.
-    existing_anti: TopologyCounts,
-    /// Per required affinity term, the count per value of the term's topology key of existing
-    /// pods that match all the required affinity terms (a pod matching only some counts for
-    /// none, as in kube-scheduler).
-    affinity: Vec<HashMap<String, i64>>,
-    /// Per required anti-affinity term, the count per value of existing pods matching it.
-    anti: Vec<HashMap<String, i64>>,
+    /// Term classes of existing pods' required anti-affinity that select the incoming pod.
+    existing_anti: Vec<u32>,
+    /// Per required affinity term, its topology key id ([`NO_VALUE`] when no pod names it).
+    affinity_keys: Vec<u32>,
+    /// Label classes of existing pods that match all the required affinity terms (a pod
+    /// matching only some counts for none, as in kube-scheduler); they count in every
+    /// term's domain their node has.
+    affinity_classes: Vec<u32>,
+    /// Per required anti-affinity term: its key id and the range of `anti_classes` holding
+    /// the label classes it selects.
+    anti: Vec<(u32, std::ops::Range<usize>)>,
+    anti_classes: Vec<u32>,
     /// No existing pod matching all affinity terms was counted in any domain, and the pod
     /// matches all its own terms: the first pod of a collection may go anywhere.
     self_affinity_ok: bool,
+    candidates: Vec<u32>,
+}
+
+/// Where a score comes from: pods of a label class or holders of a term class, counted per
+/// value of a key, times a weight.
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    Label(u32),
+    Term(u32),
 }
 
 #[derive(Debug, Default)]
 pub struct AffinityScoreState {
-    topology_score: TopologyCounts,
+    sources: Vec<(u32, i64, Source)>,
+    candidates: Vec<u32>,
+}
+
+/// Whether `term`, declared by a pod in namespace `owner_ns`, selects a pod of `namespace`
+/// with `labels`.
+fn selects(
+    term: &PodAffinityTerm,
+    owner_ns: &str,
+    namespace: &str,
+    labels: &Labels,
+    namespaces: &BTreeMap<String, Labels>,
+) -> bool {
+    let ns_ok = if term.namespaces.is_empty() && term.namespace_selector.is_none() {
+        namespace == owner_ns
+    } else {
+        term.namespaces.iter().any(|n| n == namespace)
+            || term.namespace_selector.as_ref().is_some_and(|sel| {
+                sel.is_empty()
+                    || namespaces
+                        .get(namespace)
+                        .is_some_and(|labels| sel.matches(labels))
+            })
+    };
+    ns_ok && term.selector.as_ref().is_some_and(|s| s.matches(labels))
 }
 
 /// Whether `term`, declared by a pod in namespace `owner_ns`, selects `other`.
@@ -44,29 +81,57 @@ pub fn term_selects(
     other: &Pod,
     namespaces: &BTreeMap<String, Labels>,
 ) -> bool {
-    let ns_ok = if term.namespaces.is_empty() && term.namespace_selector.is_none() {
-        other.namespace == owner_ns
-    } else {
-        term.namespaces.contains(&other.namespace)
-            || term.namespace_selector.as_ref().is_some_and(|sel| {
-                sel.is_empty()
-                    || namespaces
-                        .get(&other.namespace)
-                        .is_some_and(|labels| sel.matches(labels))
-            })
-    };
-    ns_ok
-        && term
-            .selector
-            .as_ref()
-            .is_some_and(|s| s.matches(&other.labels))
+    selects(term, owner_ns, &other.namespace, &other.labels, namespaces)
 }
 
-fn bump(map: &mut TopologyCounts, key: &str, value: &str, by: i64) {
-    *map.entry(key.to_string())
-        .or_default()
-        .entry(value.to_string())
-        .or_insert(0) += by;
+fn class_selected(
+    term: &PodAffinityTerm,
+    owner_ns: &str,
+    class: &LabelClass,
+    namespaces: &BTreeMap<String, Labels>,
+) -> bool {
+    selects(term, owner_ns, &class.namespace, &class.labels, namespaces)
+}
+
+/// The label classes with placed pods that `term` (of a pod in `owner_ns`) selects,
+/// appended to `out`.
+fn selected_classes(
+    topo: &PodTopology,
+    term: &PodAffinityTerm,
+    owner_ns: &str,
+    namespaces: &BTreeMap<String, Labels>,
+    candidates: &mut Vec<u32>,
+    out: &mut Vec<u32>,
+) {
+    let Some(sel) = &term.selector else {
+        return;
+    };
+    topo.candidate_classes(sel, candidates);
+    out.extend(candidates.iter().copied().filter(|&c| {
+        let class = topo.label_class(c);
+        class.pods > 0 && class_selected(term, owner_ns, class, namespaces)
+    }));
+}
+
+fn key_of(topo: &PodTopology, term: &PodAffinityTerm) -> u32 {
+    topo.key_id(&term.topology_key).unwrap_or(NO_VALUE)
+}
+
+/// The node's value id of `key`, [`NO_VALUE`] for a key no pod names.
+fn value_of(topo: &PodTopology, key: u32, node: NodeId) -> u32 {
+    if key == NO_VALUE {
+        NO_VALUE
+    } else {
+        topo.node_value(key, node)
+    }
+}
+
+/// Pods of `classes` in domain `value` of `key`.
+fn count_in(topo: &PodTopology, classes: &[u32], key: u32, value: u32) -> u64 {
+    classes
+        .iter()
+        .map(|&c| u64::from(topo.label_class(c).by_key(key).get(value)))
+        .sum()
 }
 
 impl Plugin for InterPodAffinity {
@@ -94,45 +159,60 @@ impl Plugin for InterPodAffinity {
             return PreFilter::Skip;
         }
         let s = &mut state.affinity_filter;
-        s.existing_anti.clear();
-        s.affinity = vec![HashMap::new(); req_aff.len()];
-        s.anti = vec![HashMap::new(); req_anti.len()];
+        let topo = &snap.topology;
         let namespaces = &snap.cluster.namespaces;
+        s.existing_anti.clear();
+        if snap.bound_with_required_anti_affinity > 0 {
+            topo.candidate_terms(&pod.labels, &mut s.candidates);
+            s.existing_anti
+                .extend(s.candidates.iter().copied().filter(|&t| {
+                    let t = topo.term_class(t);
+                    t.kind == TermKind::RequiredAnti
+                        && t.counts.total > 0
+                        && term_selects(&t.term, &t.owner_namespace, pod, namespaces)
+                }));
+        }
+        s.affinity_keys.clear();
+        s.affinity_classes.clear();
         let mut any_affinity_match = false;
-        for &node in snap.nodes() {
-            let n = node.index();
-            let labels = &snap.cluster.nodes[n].labels;
-            for &pid in snap.pods_on(node) {
-                let other = snap.pod(pid);
-                for term in &other.pod_anti_affinity.required {
-                    if let Some(v) = labels.get(&term.topology_key)
-                        && term_selects(term, &other.namespace, pod, namespaces)
-                    {
-                        bump(&mut s.existing_anti, &term.topology_key, v, 1);
-                    }
-                }
-                // An existing pod counts for the affinity terms only when it matches all of
-                // them; it then counts in every term's domain its node has.
-                if !req_aff.is_empty()
-                    && req_aff
-                        .iter()
-                        .all(|t| term_selects(t, &pod.namespace, other, namespaces))
-                {
-                    for (i, term) in req_aff.iter().enumerate() {
-                        if let Some(v) = labels.get(&term.topology_key) {
-                            *s.affinity[i].entry(v.clone()).or_insert(0) += 1;
-                            any_affinity_match = true;
-                        }
-                    }
-                }
-                for (i, term) in req_anti.iter().enumerate() {
-                    if let Some(v) = labels.get(&term.topology_key)
-                        && term_selects(term, &pod.namespace, other, namespaces)
-                    {
-                        *s.anti[i].entry(v.clone()).or_insert(0) += 1;
-                    }
-                }
-            }
+        if let Some(first) = req_aff.first() {
+            s.affinity_keys
+                .extend(req_aff.iter().map(|t| key_of(topo, t)));
+            selected_classes(
+                topo,
+                first,
+                &pod.namespace,
+                namespaces,
+                &mut s.candidates,
+                &mut s.affinity_classes,
+            );
+            s.affinity_classes.retain(|&c| {
+                let class = topo.label_class(c);
+                req_aff[1..]
+                    .iter()
+                    .all(|t| class_selected(t, &pod.namespace, class, namespaces))
+            });
+            any_affinity_match = s.affinity_classes.iter().any(|&c| {
+                let class = topo.label_class(c);
+                s.affinity_keys
+                    .iter()
+                    .any(|&k| k != NO_VALUE && class.by_key(k).total > 0)
+            });
+        }
+        s.anti.clear();
+        s.anti_classes.clear();
+        for term in req_anti {
+            let from = s.anti_classes.len();
+            selected_classes(
+                topo,
+                term,
+                &pod.namespace,
+                namespaces,
+                &mut s.candidates,
+                &mut s.anti_classes,
+            );
+            s.anti
+                .push((key_of(topo, term), from..s.anti_classes.len()));
         }
         s.self_affinity_ok = !any_affinity_match
             && req_aff
@@ -150,19 +230,16 @@ impl Plugin for InterPodAffinity {
         reasons: &mut Vec<Reason>,
     ) -> bool {
         let s = &state.affinity_filter;
-        let labels = &snap.cluster.nodes[node.index()].labels;
-        let req_aff = &pod.pod_affinity.required;
-        if !req_aff.is_empty() {
+        let topo = &snap.topology;
+        if !pod.pod_affinity.required.is_empty() {
             let mut all_keys = true;
             let mut pods_exist = true;
-            for (i, term) in req_aff.iter().enumerate() {
-                match labels.get(&term.topology_key) {
-                    Some(v) => {
-                        if s.affinity[i].get(v.as_str()).copied().unwrap_or(0) <= 0 {
-                            pods_exist = false;
-                        }
-                    }
-                    None => all_keys = false,
+            for &key in &s.affinity_keys {
+                let v = value_of(topo, key, node);
+                if v == NO_VALUE {
+                    all_keys = false;
+                } else if count_in(topo, &s.affinity_classes, key, v) == 0 {
+                    pods_exist = false;
                 }
             }
             if !all_keys || (!pods_exist && !s.self_affinity_ok) {
@@ -170,18 +247,17 @@ impl Plugin for InterPodAffinity {
                 return false;
             }
         }
-        for (i, term) in pod.pod_anti_affinity.required.iter().enumerate() {
-            if let Some(v) = labels.get(&term.topology_key)
-                && s.anti[i].get(v.as_str()).is_some_and(|c| *c > 0)
-            {
+        for (key, range) in &s.anti {
+            let v = value_of(topo, *key, node);
+            if v != NO_VALUE && count_in(topo, &s.anti_classes[range.clone()], *key, v) > 0 {
                 reasons.push(Reason::PodAntiAffinityNotMatch);
                 return false;
             }
         }
-        for (key, values) in &s.existing_anti {
-            if let Some(v) = labels.get(key)
-                && values.get(v.as_str()).is_some_and(|c| *c > 0)
-            {
+        for &t in &s.existing_anti {
+            let t = topo.term_class(t);
+            let v = topo.node_value(t.key, node);
+            if v != NO_VALUE && t.counts.get(v) > 0 {
                 reasons.push(Reason::ExistingPodsAntiAffinityNotMatch);
                 return false;
             }
@@ -202,49 +278,81 @@ impl Plugin for InterPodAffinity {
             return false;
         }
         let s = &mut state.affinity_score;
-        s.topology_score.clear();
+        s.sources.clear();
+        let topo = &snap.topology;
         let namespaces = &snap.cluster.namespaces;
-        for &node in snap.nodes() {
-            let n = node.index();
-            let labels = &snap.cluster.nodes[n].labels;
-            for &pid in snap.pods_on(node) {
-                let other = snap.pod(pid);
-                let mut add = |term: &PodAffinityTerm, owner: &Pod, target: &Pod, w: i64| {
-                    if let Some(v) = labels.get(&term.topology_key)
-                        && term_selects(term, &owner.namespace, target, namespaces)
-                    {
-                        bump(&mut s.topology_score, &term.topology_key, v, w);
-                    }
-                };
-                for (w, t) in &pod.pod_affinity.preferred {
-                    add(t, pod, other, i64::from(*w));
-                }
-                for (w, t) in &pod.pod_anti_affinity.preferred {
-                    add(t, pod, other, -i64::from(*w));
-                }
-                if self.hard_pod_affinity_weight > 0 {
-                    for t in &other.pod_affinity.required {
-                        add(t, other, pod, self.hard_pod_affinity_weight);
-                    }
-                }
-                for (w, t) in &other.pod_affinity.preferred {
-                    add(t, other, pod, i64::from(*w));
-                }
-                for (w, t) in &other.pod_anti_affinity.preferred {
-                    add(t, other, pod, -i64::from(*w));
+        // The pod's preferred terms, over the existing pods they select.
+        let own = pod
+            .pod_affinity
+            .preferred
+            .iter()
+            .map(|(w, t)| (i64::from(*w), t))
+            .chain(
+                pod.pod_anti_affinity
+                    .preferred
+                    .iter()
+                    .map(|(w, t)| (-i64::from(*w), t)),
+            );
+        let mut classes = Vec::new();
+        for (w, term) in own {
+            let key = key_of(topo, term);
+            if key == NO_VALUE {
+                continue;
+            }
+            classes.clear();
+            selected_classes(
+                topo,
+                term,
+                &pod.namespace,
+                namespaces,
+                &mut s.candidates,
+                &mut classes,
+            );
+            for &c in &classes {
+                if topo.label_class(c).by_key(key).total > 0 {
+                    s.sources.push((key, w, Source::Label(c)));
                 }
             }
         }
-        !s.topology_score.is_empty()
+        // Existing pods' terms that select the pod.
+        if snap.bound_with_affinity > 0 {
+            topo.candidate_terms(&pod.labels, &mut s.candidates);
+            for &id in &s.candidates {
+                let t = topo.term_class(id);
+                let w = match t.kind {
+                    TermKind::RequiredAffinity if self.hard_pod_affinity_weight > 0 => {
+                        self.hard_pod_affinity_weight
+                    }
+                    TermKind::PreferredAffinity(w) => i64::from(w),
+                    TermKind::PreferredAnti(w) => -i64::from(w),
+                    TermKind::RequiredAffinity | TermKind::RequiredAnti => continue,
+                };
+                if t.counts.total > 0 && term_selects(&t.term, &t.owner_namespace, pod, namespaces)
+                {
+                    s.sources.push((t.key, w, Source::Term(id)));
+                }
+            }
+        }
+        !s.sources.is_empty()
     }
 
     fn score(&self, snap: &ClusterState, _pod: &Pod, state: &CycleState, node: NodeId) -> i64 {
-        let labels = &snap.cluster.nodes[node.index()].labels;
+        let topo = &snap.topology;
         state
             .affinity_score
-            .topology_score
+            .sources
             .iter()
-            .filter_map(|(key, values)| labels.get(key).and_then(|v| values.get(v.as_str())))
+            .map(|&(key, w, source)| {
+                let v = topo.node_value(key, node);
+                if v == NO_VALUE {
+                    return 0;
+                }
+                let n = match source {
+                    Source::Label(c) => topo.label_class(c).by_key(key).get(v),
+                    Source::Term(t) => topo.term_class(t).counts.get(v),
+                };
+                w * i64::from(n)
+            })
             .sum()
     }
 

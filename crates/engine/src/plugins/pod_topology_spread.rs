@@ -3,8 +3,6 @@
 //! `nodeTaintsPolicy`); `ScheduleAnyway` constraints as a score (fewer matching pods in the
 //! node's domain scores higher).
 
-use std::collections::HashMap;
-
 use lockstep_model::{
     InclusionPolicy, NodeId, Pod, TaintEffect, TopologySpreadConstraint, WhenUnsatisfiable,
 };
@@ -12,17 +10,28 @@ use lockstep_model::{
 use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason, Signature};
 use crate::plugins::node_affinity::required_matches;
 use crate::state::ClusterState;
+use crate::topology::{NO_VALUE, PodTopology};
 
 pub const HOSTNAME_KEY: &str = "kubernetes.io/hostname";
 
 pub struct PodTopologySpread;
 
+/// Matching pods per domain of the selected constraints: per constraint, its key id, the
+/// label classes of the state its selector matches, and the count per value id of its key
+/// over eligible nodes (-1: no eligible node has the value, so it is not a domain).
+#[derive(Debug, Default)]
+struct Domains {
+    keys: Vec<u32>,
+    classes: Vec<Vec<u32>>,
+    counts: Vec<Vec<i64>>,
+    candidates: Vec<u32>,
+}
+
 #[derive(Debug, Default)]
 pub struct SpreadFilterState {
     /// Indexes of the pod's DoNotSchedule constraints.
     constraints: Vec<usize>,
-    /// Per constraint: matching pods per topology value, over eligible nodes.
-    counts: Vec<HashMap<String, i64>>,
+    domains: Domains,
     /// Per constraint: the global minimum used for the skew (0 below minDomains).
     min_match: Vec<i64>,
     /// Per constraint: whether the incoming pod matches its own selector.
@@ -32,30 +41,11 @@ pub struct SpreadFilterState {
 #[derive(Debug, Default)]
 pub struct SpreadScoreState {
     constraints: Vec<usize>,
-    counts: Vec<HashMap<String, i64>>,
+    domains: Domains,
     weights: Vec<f64>,
     /// Feasible nodes lacking one of the constraints' topology keys (scored 0).
     ignored: Vec<NodeId>,
-}
-
-fn constraint_selects(c: &TopologySpreadConstraint, pod: &Pod, other: &Pod) -> bool {
-    !other.terminating
-        && other.namespace == pod.namespace
-        && c.selector
-            .as_ref()
-            .is_some_and(|s| s.matches(&other.labels))
-}
-
-fn count_on_node(
-    snap: &ClusterState,
-    c: &TopologySpreadConstraint,
-    pod: &Pod,
-    node: NodeId,
-) -> i64 {
-    snap.pods_on(node)
-        .iter()
-        .filter(|p| constraint_selects(c, pod, snap.pod(**p)))
-        .count() as i64
+    seen: Vec<Vec<bool>>,
 }
 
 /// Whether the node counts for the constraint under its inclusion policies.
@@ -81,6 +71,14 @@ fn node_included(
     true
 }
 
+/// Whether every node is included under the constraint's policies for this pod, without
+/// looking at nodes.
+fn all_included(snap: &ClusterState, c: &TopologySpreadConstraint, pod: &Pod) -> bool {
+    (c.node_affinity_policy == InclusionPolicy::Ignore
+        || (pod.node_selector.is_empty() && pod.node_affinity.required.is_none()))
+        && (c.node_taints_policy == InclusionPolicy::Ignore || !snap.any_hard_taint)
+}
+
 /// The indexes of the pod's constraints with the given `whenUnsatisfiable`.
 fn select(pod: &Pod, when: WhenUnsatisfiable, out: &mut Vec<usize>) {
     out.clear();
@@ -93,10 +91,96 @@ fn select(pod: &Pod, when: WhenUnsatisfiable, out: &mut Vec<usize>) {
     );
 }
 
-fn has_all_keys(snap: &ClusterState, pod: &Pod, idx: &[usize], node: NodeId) -> bool {
-    let labels = &snap.cluster.nodes[node.index()].labels;
-    idx.iter()
-        .all(|&i| labels.contains_key(&pod.topology_spread[i].topology_key))
+fn key_of(topo: &PodTopology, c: &TopologySpreadConstraint) -> u32 {
+    topo.key_id(&c.topology_key).unwrap_or(NO_VALUE)
+}
+
+fn value_of(topo: &PodTopology, key: u32, node: NodeId) -> u32 {
+    if key == NO_VALUE {
+        NO_VALUE
+    } else {
+        topo.node_value(key, node)
+    }
+}
+
+fn has_all_keys(topo: &PodTopology, keys: &[u32], node: NodeId) -> bool {
+    keys.iter().all(|&k| value_of(topo, k, node) != NO_VALUE)
+}
+
+/// Pods of `classes` on `node`.
+fn on_node(topo: &PodTopology, classes: &[u32], node: NodeId) -> i64 {
+    classes
+        .iter()
+        .map(|&c| i64::from(topo.label_class(c).on_node(node)))
+        .sum()
+}
+
+impl Domains {
+    /// Finds the matching classes of the constraints `idx` and, except for hostname
+    /// constraints when `skip_hostname`, counts their pods per domain over the nodes that
+    /// have every constraint's key and pass the constraint's inclusion policies.
+    fn build(&mut self, snap: &ClusterState, pod: &Pod, idx: &[usize], skip_hostname: bool) {
+        let topo = &snap.topology;
+        self.keys.clear();
+        self.keys
+            .extend(idx.iter().map(|&i| key_of(topo, &pod.topology_spread[i])));
+        self.classes.resize_with(idx.len(), Vec::new);
+        self.counts.resize_with(idx.len(), Vec::new);
+        for (k, &i) in idx.iter().enumerate() {
+            let c = &pod.topology_spread[i];
+            let classes = &mut self.classes[k];
+            classes.clear();
+            if let Some(sel) = &c.selector {
+                topo.candidate_classes(sel, &mut self.candidates);
+                classes.extend(self.candidates.iter().copied().filter(|&id| {
+                    let class = topo.label_class(id);
+                    class.pods > 0
+                        && !class.terminating
+                        && class.namespace == pod.namespace
+                        && sel.matches(&class.labels)
+                }));
+            }
+            let counts = &mut self.counts[k];
+            counts.clear();
+            let key = self.keys[k];
+            if key == NO_VALUE || (skip_hostname && c.topology_key == HOSTNAME_KEY) {
+                continue;
+            }
+            counts.resize(topo.values(key), -1);
+            let same_keys = self.keys.iter().all(|&x| x == key);
+            if same_keys && all_included(snap, c, pod) {
+                // Every node with the key is eligible: the domains are the key's values
+                // that some node has, and the classes count per value already.
+                for (v, n) in counts.iter_mut().enumerate() {
+                    if topo.value_nodes(key, v as u32) > 0 {
+                        *n = 0;
+                    }
+                }
+                for &id in classes.iter() {
+                    topo.label_class(id)
+                        .by_key(key)
+                        .for_each(|v, n| counts[v as usize] += i64::from(n));
+                }
+                continue;
+            }
+            for &node in snap.nodes() {
+                if !has_all_keys(topo, &self.keys, node) || !node_included(snap, c, pod, node) {
+                    continue;
+                }
+                let n = &mut counts[topo.node_value(key, node) as usize];
+                *n = (*n).max(0) + on_node(topo, classes, node);
+            }
+        }
+    }
+
+    /// Matching pods of constraint `k` in the node's domain (0 when it is not a domain).
+    fn count(&self, k: usize, value: u32) -> i64 {
+        self.counts[k]
+            .get(value as usize)
+            .copied()
+            .unwrap_or(0)
+            .max(0)
+    }
 }
 
 impl Plugin for PodTopologySpread {
@@ -120,30 +204,17 @@ impl Plugin for PodTopologySpread {
         if s.constraints.is_empty() {
             return PreFilter::Skip;
         }
-        s.counts = vec![HashMap::new(); s.constraints.len()];
-        for &node in snap.nodes() {
-            let n = node.index();
-            if !has_all_keys(snap, pod, &s.constraints, node) {
-                continue;
-            }
-            let labels = &snap.cluster.nodes[n].labels;
-            for (k, &ci) in s.constraints.iter().enumerate() {
-                let c = &pod.topology_spread[ci];
-                if !node_included(snap, c, pod, node) {
-                    continue;
-                }
-                let value = &labels[&c.topology_key];
-                let cnt = count_on_node(snap, c, pod, node);
-                *s.counts[k].entry(value.clone()).or_insert(0) += cnt;
-            }
-        }
+        s.domains.build(snap, pod, &s.constraints, false);
         s.min_match.clear();
         s.self_match.clear();
         for (k, &ci) in s.constraints.iter().enumerate() {
             let c = &pod.topology_spread[ci];
-            let domains = s.counts[k].len() as i64;
-            let mut min = s.counts[k].values().copied().min().unwrap_or(0);
-            if c.min_domains.is_some_and(|m| domains < i64::from(m)) {
+            let domains = s.domains.counts[k].iter().filter(|n| **n >= 0);
+            let (count, min) = domains.fold((0i64, None::<i64>), |(count, min), &n| {
+                (count + 1, Some(min.map_or(n, |m| m.min(n))))
+            });
+            let mut min = min.unwrap_or(0);
+            if c.min_domains.is_some_and(|m| count < i64::from(m)) {
                 min = 0;
             }
             s.min_match.push(min);
@@ -165,14 +236,15 @@ impl Plugin for PodTopologySpread {
         reasons: &mut Vec<Reason>,
     ) -> bool {
         let s = &state.spread_filter;
-        let labels = &snap.cluster.nodes[node.index()].labels;
+        let topo = &snap.topology;
         for (k, &ci) in s.constraints.iter().enumerate() {
             let c = &pod.topology_spread[ci];
-            let Some(value) = labels.get(&c.topology_key) else {
+            let value = value_of(topo, s.domains.keys[k], node);
+            if value == NO_VALUE {
                 reasons.push(Reason::SpreadMissingLabel);
                 return false;
-            };
-            let matching = s.counts[k].get(value.as_str()).copied().unwrap_or(0);
+            }
+            let matching = s.domains.count(k, value);
             let skew = matching + i64::from(s.self_match[k]) - s.min_match[k];
             if skew > i64::from(c.max_skew) {
                 reasons.push(Reason::SpreadConstraintsNotMatch);
@@ -194,23 +266,30 @@ impl Plugin for PodTopologySpread {
         if s.constraints.is_empty() {
             return false;
         }
-        s.counts = vec![HashMap::new(); s.constraints.len()];
+        let topo = &snap.topology;
+        s.domains.build(snap, pod, &s.constraints, true);
         s.ignored.clear();
+        s.seen.resize_with(s.constraints.len(), Vec::new);
         let mut sizes = vec![0usize; s.constraints.len()];
+        for (k, seen) in s.seen.iter_mut().enumerate() {
+            seen.clear();
+            let key = s.domains.keys[k];
+            if key != NO_VALUE {
+                seen.resize(topo.values(key), false);
+            }
+        }
         for &node in feasible {
-            if !has_all_keys(snap, pod, &s.constraints, node) {
+            if !has_all_keys(topo, &s.domains.keys, node) {
                 s.ignored.push(node);
                 continue;
             }
-            let labels = &snap.cluster.nodes[node.index()].labels;
             for (k, &ci) in s.constraints.iter().enumerate() {
-                let c = &pod.topology_spread[ci];
-                if c.topology_key == HOSTNAME_KEY {
+                if pod.topology_spread[ci].topology_key == HOSTNAME_KEY {
                     continue;
                 }
-                let value = &labels[&c.topology_key];
-                if !s.counts[k].contains_key(value.as_str()) {
-                    s.counts[k].insert(value.clone(), 0);
+                let v = topo.node_value(s.domains.keys[k], node) as usize;
+                if !s.seen[k][v] {
+                    s.seen[k][v] = true;
                     sizes[k] += 1;
                 }
             }
@@ -225,25 +304,6 @@ impl Plugin for PodTopologySpread {
             };
             s.weights.push(((size + 2) as f64).ln());
         }
-        // Count matching pods over every node that has all keys and passes the policies.
-        for &node in snap.nodes() {
-            let n = node.index();
-            if !has_all_keys(snap, pod, &s.constraints, node) {
-                continue;
-            }
-            let labels = &snap.cluster.nodes[n].labels;
-            for (k, &ci) in s.constraints.iter().enumerate() {
-                let c = &pod.topology_spread[ci];
-                if c.topology_key == HOSTNAME_KEY || !node_included(snap, c, pod, node) {
-                    continue;
-                }
-                let value = labels[&c.topology_key].as_str();
-                if s.counts[k].contains_key(value) {
-                    let cnt = count_on_node(snap, c, pod, node);
-                    *s.counts[k].get_mut(value).expect("present") += cnt;
-                }
-            }
-        }
         true
     }
 
@@ -252,15 +312,16 @@ impl Plugin for PodTopologySpread {
         if s.ignored.contains(&node) {
             return 0;
         }
-        let labels = &snap.cluster.nodes[node.index()].labels;
+        let topo = &snap.topology;
         let mut score = 0f64;
         for (k, &ci) in s.constraints.iter().enumerate() {
             let c = &pod.topology_spread[ci];
-            if let Some(value) = labels.get(&c.topology_key) {
+            let value = value_of(topo, s.domains.keys[k], node);
+            if value != NO_VALUE {
                 let cnt = if c.topology_key == HOSTNAME_KEY {
-                    count_on_node(snap, c, pod, node)
+                    on_node(topo, &s.domains.classes[k], node)
                 } else {
-                    s.counts[k].get(value.as_str()).copied().unwrap_or(0)
+                    s.domains.count(k, value)
                 };
                 score += cnt as f64 * s.weights[k] + f64::from(c.max_skew - 1);
             }
