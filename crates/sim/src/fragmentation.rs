@@ -244,6 +244,9 @@ pub struct FragmentationRun {
     /// allocation over the arrivals after which arrived demand rounds to k percent (the
     /// allocation when demand first reached k when no arrival does).
     pub rounded_steps: Vec<FragmentationStep>,
+    /// The names of the arrived pods, in arrival order.
+    #[serde(skip)]
+    pub arrivals: Vec<String>,
     #[serde(skip)]
     pub wall: Duration,
 }
@@ -308,11 +311,13 @@ pub fn run_fragmentation(
     };
     record(arrived, allocated, &mut steps);
     let mut rounded = vec![(0.0f64, 0u32); max_step as usize + 1];
+    let mut arrivals = Vec::new();
     for pods in &jobs {
         if arrived >= limit || capacity_milli == 0 {
             break;
         }
         arrived_jobs += 1;
+        arrivals.extend(pods.iter().map(|p| cluster.pods[p.index()].name.clone()));
         let d = demand(pods, &milli);
         arrived += d;
         let decisions = scheduler.schedule(pods);
@@ -358,6 +363,7 @@ pub fn run_fragmentation(
         allocated_percent: round2(pct(allocated)),
         steps,
         rounded_steps,
+        arrivals,
         wall: started.elapsed(),
     })
 }
@@ -565,6 +571,69 @@ mod tests {
         assert!(r.failed_jobs > 0);
         assert!(r.allocated_percent <= 100.0);
         assert!(r.arrived_percent >= 150.0);
+    }
+
+    /// A given arrival order is replayed row by row: trace pods by name, copies of them under
+    /// the row's name; the node ranks rename the nodes so that ties follow them.
+    #[test]
+    fn arrival_order_is_replayed_exactly() {
+        let nodes =
+            "sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,1,T4\nn1,64000,262144,1,T4\n";
+        let pods = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n\
+                    a,1000,1024,1,600\nb,1000,1024,1,600\nc,1000,1024,1,400\n";
+        let t = parse_openb("nodes.csv", nodes, "pods.csv", pods).expect("valid");
+        let order = "idx,name,source_pod,cpu_milli,memory_mib,num_gpu,gpu_milli\n\
+                     0,c,c,1000,1024,1,400\n1,a-tuned-1,a,1000,1024,1,600\n\
+                     2,a,a,1000,1024,1,600\n3,b,b,1000,1024,1,600\n";
+        let rank = "node,tiebreak_rank\nn0,1\nn1,0\n";
+        let order =
+            ArrivalOrder::parse("order.csv", order, Some(("rank.csv", rank))).expect("parses");
+        let opts = FragmentationOptions {
+            share: 2.0,
+            arrival_order: Some(std::sync::Arc::new(order.clone())),
+            ..Default::default()
+        };
+        for p in [
+            policy(),
+            Policy::parse("fgd", &crate::policy::gpu_aware(Default::default())).expect("fgd"),
+        ] {
+            let r = run_fragmentation(&t, &p, &opts).expect("runs");
+            let names: Vec<&str> = order.rows.iter().map(|a| a.name.as_str()).collect();
+            assert_eq!(r.arrivals, names, "the n-th arrival is the n-th row");
+            assert_eq!(r.copied_jobs, 1);
+            // 0.4 + 0.6 share one GPU, 0.6 takes the other, the last 0.6 cannot fit.
+            assert_eq!(r.failed_jobs, 1);
+        }
+        // A row whose demand differs from its source pod's is an error.
+        let bad = "idx,name,source_pod,num_gpu,gpu_milli\n0,c,c,1,500\n";
+        let opts = FragmentationOptions {
+            arrival_order: Some(std::sync::Arc::new(
+                ArrivalOrder::parse("bad.csv", bad, None).expect("parses"),
+            )),
+            ..Default::default()
+        };
+        assert!(run_fragmentation(&t, &policy(), &opts).is_err());
+        // Rows out of order are an error.
+        let skip = "idx,name,source_pod,num_gpu,gpu_milli\n1,c,c,1,400\n";
+        assert!(ArrivalOrder::parse("skip.csv", skip, None).is_err());
+    }
+
+    #[test]
+    fn the_bundled_seed_42_order_has_every_trace_pod_once() {
+        let (f, text) = crate::data::Dataset::FgdArrivalOrder
+            .read(None)
+            .expect("built in");
+        let (rf, rank) = crate::data::Dataset::FgdNodeRank
+            .read(None)
+            .expect("built in");
+        let order = ArrivalOrder::parse(&f, &text, Some((&rf, &rank))).expect("parses");
+        assert_eq!(order.rows.len(), 10_866);
+        assert_eq!(
+            order.rows.iter().filter(|a| a.name == a.source).count(),
+            8152
+        );
+        assert_eq!(order.node_rank.len(), 1213);
+        assert_eq!(order.rows[1].name, "openb-pod-1685");
     }
 
     #[test]
