@@ -310,7 +310,7 @@ pub struct ClusterState {
     pub task_shapes: TaskShapes,
     /// The workload of the sigmoid fragmentation score: see [`typical_shapes`].
     pub typical_shapes: TaskShapes,
-    /// How placed pods choose among the device allocations a node offers: with a
+    /// How placed pods choose among the device allocations a node offers: with the sigmoid
     /// fragmentation score, the one whose fragmentation grows least; else the first found.
     pub device_choice: crate::config::DeviceScoring,
     shape_counts: BTreeMap<ShapeKey, u32>,
@@ -1521,7 +1521,7 @@ impl ClusterState {
     /// cannot be allocated holds no devices the scheduler can see).
     fn take_devices(&mut self, id: PodId, node: NodeId, held: Option<Option<NodeAllocation>>) {
         let held = match held {
-            None if self.device_choice.is_fragmentation()
+            None if self.device_choice == crate::config::DeviceScoring::FragmentationSigmoid
                 && matches!(self.claims[id.index()], PodClaims::Refs(_)) =>
             {
                 // The allocation the fragmentation score chose this node for.

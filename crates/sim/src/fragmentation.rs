@@ -110,12 +110,13 @@ impl ArrivalOrder {
     }
 }
 
+/// The cluster the arrivals run on, each pod's milli-GPUs, the jobs in arrival order and how
+/// many of them are copies.
+type Arrivals = (lockstep_model::Cluster, Vec<i64>, Vec<Vec<PodId>>, usize);
+
 /// The cluster, pod milli-GPUs and single-pod jobs of `order` over `trace`: a row naming its
 /// own trace pod is that pod, any other a copy of its source pod under the row's name.
-fn replay(
-    trace: &Trace,
-    order: &ArrivalOrder,
-) -> Result<(lockstep_model::Cluster, Vec<i64>, Vec<Vec<PodId>>, usize), SimError> {
+fn replay(trace: &Trace, order: &ArrivalOrder) -> Result<Arrivals, SimError> {
     let mut cluster = trace.cluster.clone();
     let mut milli = trace.pod_gpu_milli.clone();
     let by_name: std::collections::HashMap<&str, PodId> = trace
@@ -374,7 +375,7 @@ fn seeded_order(
     trace: &Trace,
     options: &FragmentationOptions,
     limit: i64,
-) -> Result<(lockstep_model::Cluster, Vec<i64>, Vec<Vec<PodId>>, usize), SimError> {
+) -> Result<Arrivals, SimError> {
     let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
     let mut cluster = trace.cluster.clone();
     let mut milli = trace.pod_gpu_milli.clone();

@@ -159,10 +159,10 @@ impl Plugin for DynamicResources {
     }
 }
 
-/// The score of the allocation among `pod`'s choices on `node` (see
-/// [`DraState::allocation_choices`](lockstep_dra::DraState::allocation_choices)) that makes the
-/// node's expected fragmentation grow least, and that allocation (none for a pod without
-/// claims): with `Fragmentation` the growth negated (milli device units), with
+/// The score of the allocation among `pod`'s choices on `node` (with `FragmentationSigmoid`
+/// see [`DraState::allocation_choices`](lockstep_dra::DraState::allocation_choices), else the
+/// first allocation found) that makes the node's expected fragmentation grow least, and that
+/// allocation (none for a pod without claims): with `Fragmentation` the growth negated (milli device units), with
 /// `FragmentationSigmoid` the paper's integer score; the first choice wins ties. `placed`:
 /// the pod's requests already count on the node. `None` when the claims do not fit.
 pub(crate) fn least_fragmenting(
@@ -223,8 +223,12 @@ pub(crate) fn least_fragmenting(
             node,
             claims: Vec::new(),
         }]
-    } else {
+    } else if sigmoid {
         dra.allocation_choices(node, refs)
+    } else {
+        // The first allocation only: choosing among the devices by growth was slower (35 s
+        // against 9 s on openb) and allocated no more there.
+        dra.try_allocate(node, refs).into_iter().collect()
     };
     let mut best: Option<(Option<lockstep_dra::NodeAllocation>, i64)> = None;
     for a in choices {
