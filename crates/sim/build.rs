@@ -13,6 +13,8 @@ const FILES: &[&str] = &[
     "openb/openb_node_list_gpu_node.csv",
     "openb/openb_pod_list_default.csv",
     "fgd-expected-results/analysis_allo_discrete.csv",
+    "fgd-seed42/arrival_order.csv",
+    "fgd-seed42/node_prefix.csv",
 ];
 
 fn main() {

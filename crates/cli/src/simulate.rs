@@ -127,6 +127,14 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "SHARE", num_args = 0..=1, default_missing_value = "1.0",
           conflicts_with_all = ["interval", "stop_at"], help_heading = "Run")]
     fragmentation: Option<f64>,
+    /// With --fragmentation: replay this arrival order instead of the seeded one (columns
+    /// idx,name,source_pod,num_gpu,gpu_milli: the n-th arrival is the n-th row; other names
+    /// than source_pod are copies). Without PATH: the FGD paper's seed-42 run on the default
+    /// pod list (fgd-seed42/arrival_order.csv), with its simulator's node tie-break ranks
+    /// (fgd-seed42/node_prefix.csv); with PATH, node_prefix.csv next to it is used if present.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, requires = "fragmentation",
+          help_heading = "Run")]
+    arrival_order: Option<Option<std::path::PathBuf>>,
 
     /// The report directory (index.html, metrics.json, timing.json).
     #[arg(
@@ -379,9 +387,34 @@ pub fn simulate(args: &SimulateArgs) -> Result<String> {
                 "--fragmentation {share}: give the arrived GPU demand to stop at as a share of capacity, e.g. 1.3"
             );
         }
+        let arrival_order = match &args.arrival_order {
+            None => None,
+            Some(path) => {
+                let (file, text) = trace_file(args, path.as_deref(), Dataset::FgdArrivalOrder)?;
+                let rank = if let Some(path) = path {
+                    let p = path.with_file_name("node_prefix.csv");
+                    p.exists()
+                        .then(|| {
+                            Ok::<_, lockstep_sim::TraceError>((
+                                p.display().to_string(),
+                                read_file(&p)?,
+                            ))
+                        })
+                        .transpose()?
+                } else {
+                    Some(trace_file(args, None, Dataset::FgdNodeRank)?)
+                };
+                Some(std::sync::Arc::new(fragmentation::ArrivalOrder::parse(
+                    &file,
+                    &text,
+                    rank.as_ref().map(|(f, t)| (f.as_str(), t.as_str())),
+                )?))
+            }
+        };
         let options = FragmentationOptions {
             share,
             seed: args.seed,
+            arrival_order,
         };
         let result = lockstep_sim::run_fragmentation_policies(
             &trace,

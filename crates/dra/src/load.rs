@@ -239,6 +239,19 @@ impl DraState {
         let mut key = Vec::new();
         if let (true, Some(class)) = (cacheable, class) {
             crate::search::fit_key(self, node, class, &claims, &mut key);
+            // Which devices the allocation takes (it may be one of several choices).
+            let devices = &cat.node_devices[node.index()];
+            for c in allocation.claims.iter().filter(|c| !c.already_allocated) {
+                for a in c.devices.iter() {
+                    key.push(
+                        devices
+                            .iter()
+                            .position(|&d| d == a.device)
+                            .map_or(-1, |p| p as i64),
+                    );
+                }
+                key.push(-2);
+            }
             key.push(shapes_id as i64);
             key.extend_from_slice(host_key);
             if let Some(v) = shared.frag_cache.get(&key) {

@@ -100,6 +100,8 @@ struct Scratch {
     taken: Vec<Taken>,
     counter_log: Vec<(u32, i64)>,
     counter_delta: Vec<(u32, i64)>,
+    /// Devices the search must not take (see [`allocate_excluding`]).
+    exclude: Vec<DeviceId>,
 }
 
 impl Scratch {
@@ -128,6 +130,7 @@ impl Scratch {
         self.taken.clear();
         self.counter_log.clear();
         self.counter_delta.clear();
+        self.exclude.clear();
     }
 }
 
@@ -266,6 +269,20 @@ pub(crate) fn allocate(
         return Ok(from_picked(state, node, claims, &picked));
     }
     with_scratch(|w| {
+        search(state, node, claims, w)?;
+        Ok(result(state, node, w))
+    })
+}
+
+/// [`allocate`] with the devices of `exclude` left out (never remembered).
+pub(crate) fn allocate_excluding(
+    state: &DraState,
+    node: NodeId,
+    claims: &[ClaimRef],
+    exclude: &[DeviceId],
+) -> Result<NodeAllocation, Unfit> {
+    with_scratch(|w| {
+        w.exclude.extend_from_slice(exclude);
         search(state, node, claims, w)?;
         Ok(result(state, node, w))
     })
@@ -670,6 +687,9 @@ fn candidates(
 ) {
     let cat = &shared.catalog;
     for &dev in node_devices {
+        if w.exclude.contains(&dev) {
+            continue;
+        }
         let e = cat.device(dev);
         let mut selected = true;
         for &s in &alt.selectors {

@@ -558,6 +558,46 @@ impl DraState {
         search::allocate(self, node, claims)
     }
 
+    /// The allocations of `claims` on `node` a placement could choose from: the one
+    /// [`try_allocate`](Self::try_allocate) finds first, then, while it shares devices with
+    /// other allocations, the next one found without the shared devices taken so far (so a
+    /// request for part of one device gets every device it fits, in catalog order). Requests
+    /// for whole devices get the first allocation only. Empty when the claims do not fit.
+    pub fn allocation_choices(&self, node: NodeId, claims: &[ClaimRef]) -> Vec<NodeAllocation> {
+        let Ok(first) = self.try_allocate(node, claims) else {
+            return Vec::new();
+        };
+        let shared_of = |a: &NodeAllocation| -> Vec<crate::catalog::DeviceId> {
+            a.claims
+                .iter()
+                .filter(|c| !c.already_allocated)
+                .flat_map(|c| c.devices.iter())
+                .filter(|d| d.shared)
+                .map(|d| d.device)
+                .collect()
+        };
+        let mut exclude = shared_of(&first);
+        let mut choices = vec![first];
+        let limit = self
+            .shared()
+            .catalog
+            .node_devices
+            .get(node.index())
+            .map_or(0, Vec::len);
+        while !exclude.is_empty() && choices.len() <= limit {
+            let Ok(next) = search::allocate_excluding(self, node, claims, &exclude) else {
+                break;
+            };
+            let more = shared_of(&next);
+            if more.is_empty() {
+                break;
+            }
+            exclude.extend(more);
+            choices.push(next);
+        }
+        choices
+    }
+
     /// Whether [`try_allocate`](Self::try_allocate) would succeed, with the same answer and the
     /// same reason when not (the detail may be left out); faster, as it builds no allocation
     /// and remembers answers for nodes whose devices are alike and used alike (the filter's

@@ -445,3 +445,65 @@ fn fragmentation_delta_prefers_filling_a_partly_used_gpu() {
     let mut no_room = |_: usize| (true, false);
     assert!(st.fragmentation_delta(&on_a, &shapes, 1, &[1], &mut no_room) > 0.0);
 }
+
+#[test]
+fn allocation_choices_offer_every_shared_gpu_and_fragmentation_picks_among_them() {
+    use lockstep_dra::TaskShape;
+    // One node of two shared 80 Gi GPUs; gpu-1 is 70% used (56 Gi), gpu-0 is free.
+    let mut w = World::new();
+    w.nodes.push(node("node-a", &[]));
+    w.slices.push(slice_on(
+        "gpus",
+        "node-a",
+        "node-a",
+        vec![shared_gpu("gpu-0", None), shared_gpu("gpu-1", None)],
+    ));
+    w.templates = vec![
+        template("seventy", vec![request("gpu", asking(Some(56)))], vec![]),
+        template("small", vec![request("gpu", asking(Some(24)))], vec![]),
+        template("whole", vec![request("gpu", exact("gpu", 1))], vec![]),
+    ];
+    let mut st = w.state();
+    let a = node_id(&w, "node-a");
+    let (seventy, small, whole) = (
+        template_ref(&st, "seventy"),
+        template_ref(&st, "small"),
+        template_ref(&st, "whole"),
+    );
+    let choices = st.allocation_choices(a, &[seventy]);
+    assert_eq!(choices.len(), 2, "either free GPU");
+    assert_eq!(devices_of(&st, &choices[0]), ["gpu-0"]);
+    assert_eq!(devices_of(&st, &choices[1]), ["gpu-1"]);
+    st.reserve(&choices[1]);
+    // A whole GPU is no choice between shares: the first allocation only.
+    assert_eq!(st.allocation_choices(a, &[whole]).len(), 1);
+    // 24 Gi (300 units) fits both GPUs; first fit takes gpu-0.
+    let choices = st.allocation_choices(a, &[small]);
+    let picked: Vec<Vec<String>> = choices.iter().map(|c| devices_of(&st, c)).collect();
+    assert_eq!(picked, [["gpu-0"], ["gpu-1"]]);
+    // Tasks: the 300-unit one and a whole GPU, equally likely. Before: free 1000 (whole) and
+    // 300; the small task can use both (0 fragments), the whole-GPU task not the 300 (300):
+    // expected 150.
+    let shapes = [
+        TaskShape {
+            claims: vec![small],
+            weight: 1.0,
+        },
+        TaskShape {
+            claims: vec![whole],
+            weight: 1.0,
+        },
+    ];
+    let mut fit = |_: usize| (true, true);
+    // On gpu-0: free 700 and 300, no whole GPU left: the whole-GPU task finds all 1000 units
+    // fragments, the small one none: expected 500, growth 350.
+    assert_eq!(
+        st.fragmentation_delta(&choices[0], &shapes, 7, &[], &mut fit),
+        350.0
+    );
+    // On gpu-1: free 1000 (whole) and 0: no fragments at all, growth -150.
+    assert_eq!(
+        st.fragmentation_delta(&choices[1], &shapes, 7, &[], &mut fit),
+        -150.0
+    );
+}

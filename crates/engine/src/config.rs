@@ -194,6 +194,23 @@ pub enum DeviceScoring {
     /// Fragmentation gradient descent (the ATC'23 GPU fragmentation paper): the node whose
     /// expected device fragmentation, for a task drawn from the pods in the input, grows least.
     Fragmentation,
+    /// Fragmentation gradient descent exactly as the paper's simulator scores it: a node
+    /// scores `100 * sigmoid(-growth / 1000)` truncated to an integer (no normalisation, so
+    /// many nodes tie and the first in name order wins); the workload is the most common
+    /// (claims, cpu) shapes that make up 95% of the pods, memory is not looked at, and a
+    /// task without devices counts every free device as a fragment. The device choice within
+    /// a node follows the same integer score.
+    FragmentationSigmoid,
+}
+
+impl DeviceScoring {
+    /// Either fragmentation score.
+    pub fn is_fragmentation(self) -> bool {
+        matches!(
+            self,
+            DeviceScoring::Fragmentation | DeviceScoring::FragmentationSigmoid
+        )
+    }
 }
 
 impl Default for Profile {

@@ -244,7 +244,8 @@ impl Scheduler {
 
     /// A scheduler for a cluster state; the state then changes through
     /// [`apply`](Self::apply).
-    pub fn with_state(state: ClusterState, options: Options) -> Result<Self, SetupError> {
+    pub fn with_state(mut state: ClusterState, options: Options) -> Result<Self, SetupError> {
+        state.device_choice = crate::plugins::device_choice(&options.profile);
         let mut framework = Framework::new(&options.profile, &state.cluster.resources)?;
         framework.set_batching(options.batching);
         Ok(Scheduler {

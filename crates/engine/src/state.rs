@@ -311,6 +311,11 @@ pub struct ClusterState {
     /// Each pod's claims, indexed by pod.
     claims: Vec<PodClaims>,
     pub task_shapes: TaskShapes,
+    /// The workload of the sigmoid fragmentation score: see [`typical_shapes`].
+    pub typical_shapes: TaskShapes,
+    /// How placed pods choose among the device allocations a node offers: with the sigmoid
+    /// fragmentation score, the one whose fragmentation grows least; else the first found.
+    pub device_choice: crate::config::DeviceScoring,
     shape_counts: BTreeMap<ShapeKey, u32>,
     shapes_dirty: bool,
     /// The device allocation each placed pod holds, indexed by pod.
@@ -369,6 +374,8 @@ impl ClusterState {
             pods_with_claims: 0,
             claims: Vec::new(),
             task_shapes: TaskShapes::default(),
+            typical_shapes: TaskShapes::default(),
+            device_choice: crate::config::DeviceScoring::Strategy,
             shape_counts: BTreeMap::new(),
             shapes_dirty: false,
             allocations: Vec::new(),
@@ -444,6 +451,7 @@ impl ClusterState {
     fn finish(&mut self) {
         if self.shapes_dirty {
             self.task_shapes = task_shapes(&self.shape_counts);
+            self.typical_shapes = typical_shapes(&self.shape_counts);
             self.shapes_dirty = false;
         }
     }
@@ -1529,6 +1537,24 @@ impl ClusterState {
     /// node, so the same search finds the allocation again; a running pod whose claims
     /// cannot be allocated holds no devices the scheduler can see).
     fn take_devices(&mut self, id: PodId, node: NodeId, held: Option<Option<NodeAllocation>>) {
+        let held = match held {
+            None if self.device_choice == crate::config::DeviceScoring::FragmentationSigmoid
+                && matches!(self.claims[id.index()], PodClaims::Refs(_)) =>
+            {
+                // The allocation the fragmentation score chose this node for.
+                let cluster = Arc::clone(&self.cluster);
+                crate::plugins::dynamic_resources::least_fragmenting(
+                    self,
+                    &cluster.pods[id.index()],
+                    id,
+                    node,
+                    self.device_choice,
+                    true,
+                )
+                .map(|(a, _)| a)
+            }
+            held => held,
+        };
         if let (PodClaims::Refs(refs), Some(dra)) = (&self.claims[id.index()], self.dra.as_mut()) {
             let allocation = match held {
                 Some(held) => held,
@@ -1862,6 +1888,46 @@ fn task_shapes(counts: &BTreeMap<ShapeKey, u32>) -> TaskShapes {
             weight: f64::from(*n),
         });
         requests.push(req.clone());
+    }
+    TaskShapes {
+        shapes,
+        requests,
+        id: h.finish(),
+    }
+}
+
+/// The paper's typical tasks: the pods grouped by (claims, cpu request), most common first
+/// (ties: larger cpu first), as many as make up 95% of the pods, weighted by their pods.
+fn typical_shapes(counts: &BTreeMap<ShapeKey, u32>) -> TaskShapes {
+    use std::hash::{Hash, Hasher};
+    let mut grouped: BTreeMap<(Vec<ClaimRef>, i64), u32> = BTreeMap::new();
+    for ((refs, req), n) in counts {
+        let cpu = req
+            .iter()
+            .find(|(r, _)| *r == ResourceId::CPU)
+            .map_or(0, |&(_, v)| v);
+        *grouped.entry((refs.clone(), cpu)).or_insert(0) += n;
+    }
+    let mut list: Vec<((Vec<ClaimRef>, i64), u32)> = grouped.into_iter().collect();
+    list.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.1.cmp(&a.0.1)));
+    let total: u64 = list.iter().map(|x| u64::from(x.1)).sum();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    "typical".hash(&mut h);
+    let (mut shapes, mut requests) = (Vec::new(), Vec::new());
+    let mut sum = 0u64;
+    for ((refs, cpu), n) in list {
+        if sum * 100 >= total * 95 {
+            break;
+        }
+        sum += u64::from(n);
+        refs.hash(&mut h);
+        cpu.hash(&mut h);
+        n.hash(&mut h);
+        shapes.push(lockstep_dra::TaskShape {
+            claims: refs,
+            weight: f64::from(n),
+        });
+        requests.push(vec![(ResourceId::CPU, cpu)]);
     }
     TaskShapes {
         shapes,

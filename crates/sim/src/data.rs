@@ -29,6 +29,10 @@ pub enum Dataset {
     OpenbPods,
     /// The FGD paper's published allocation results (see its README).
     FgdAllocation,
+    /// The arrival order of the FGD paper's seed-42 run on the default pod list.
+    FgdArrivalOrder,
+    /// The FGD paper simulator's tie-break rank of each GPU node.
+    FgdNodeRank,
 }
 
 macro_rules! embedded {
@@ -38,7 +42,7 @@ macro_rules! embedded {
 }
 
 impl Dataset {
-    pub const ALL: [Dataset; 7] = [
+    pub const ALL: [Dataset; 9] = [
         Dataset::Philly,
         Dataset::TiresiasJobs,
         Dataset::TiresiasCluster,
@@ -46,6 +50,8 @@ impl Dataset {
         Dataset::OpenbGpuNodes,
         Dataset::OpenbPods,
         Dataset::FgdAllocation,
+        Dataset::FgdArrivalOrder,
+        Dataset::FgdNodeRank,
     ];
 
     /// The file's path inside a data directory (`crates/sim/data/` in the source tree).
@@ -58,6 +64,8 @@ impl Dataset {
             Dataset::OpenbGpuNodes => "openb/openb_node_list_gpu_node.csv",
             Dataset::OpenbPods => "openb/openb_pod_list_default.csv",
             Dataset::FgdAllocation => "fgd-expected-results/analysis_allo_discrete.csv",
+            Dataset::FgdArrivalOrder => "fgd-seed42/arrival_order.csv",
+            Dataset::FgdNodeRank => "fgd-seed42/node_prefix.csv",
         }
     }
 
@@ -79,6 +87,8 @@ impl Dataset {
             Dataset::FgdAllocation => {
                 embedded!("fgd-expected-results__analysis_allo_discrete.csv")
             }
+            Dataset::FgdArrivalOrder => embedded!("fgd-seed42__arrival_order.csv"),
+            Dataset::FgdNodeRank => embedded!("fgd-seed42__node_prefix.csv"),
         }
     }
 

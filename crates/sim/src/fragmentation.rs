@@ -24,12 +24,14 @@ use crate::sim::SimError;
 use crate::trace::{Trace, limits};
 
 /// How a fragmentation run goes.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FragmentationOptions {
     /// Stop once arrived GPU demand reaches this share of GPU capacity (1.0: all of it).
     pub share: f64,
     /// Seed of the arrival order (and of the copies that inflate the trace).
     pub seed: u64,
+    /// A given arrival order replayed instead of the seeded one (with its node ranks).
+    pub arrival_order: Option<std::sync::Arc<ArrivalOrder>>,
 }
 
 impl Default for FragmentationOptions {
@@ -37,8 +39,176 @@ impl Default for FragmentationOptions {
         FragmentationOptions {
             share: 1.0,
             seed: 42,
+            arrival_order: None,
         }
     }
+}
+
+/// An arrival order to replay exactly, as the FGD paper's simulator logged it for one run
+/// (`fgd-seed42/arrival_order.csv`): the n-th arrival is the n-th row.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ArrivalOrder {
+    /// Each arrival: its pod's name, the trace pod it is (the same name) or copies, and the
+    /// milli-GPUs it asks for (checked against the trace).
+    pub rows: Vec<Arrival>,
+    /// Ties between nodes are broken by this rank (smallest first) rather than by name,
+    /// when given: the nodes are renamed `r<rank, 5 digits>-<name>` for the run.
+    pub node_rank: Vec<(String, u32)>,
+}
+
+/// One row of an [`ArrivalOrder`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Arrival {
+    pub name: String,
+    pub source: String,
+    pub gpu_milli: i64,
+}
+
+impl ArrivalOrder {
+    /// Reads `idx,name,source_pod,...,num_gpu,gpu_milli,...` rows (in `idx` order 0, 1, ...)
+    /// and, when given, `node,tiebreak_rank` rows.
+    pub fn parse(
+        order_file: &str,
+        order_text: &str,
+        rank: Option<(&str, &str)>,
+    ) -> Result<ArrivalOrder, crate::TraceError> {
+        let table = crate::readers::table::Table::parse(order_file, order_text)?;
+        let (c_idx, c_name, c_source, c_num, c_milli) = (
+            table.column("idx")?,
+            table.column("name")?,
+            table.column("source_pod")?,
+            table.column("num_gpu")?,
+            table.column("gpu_milli")?,
+        );
+        let mut rows = Vec::with_capacity(table.rows.len());
+        for row in &table.rows {
+            let idx = table.int(row, c_idx, "idx")?;
+            if idx != rows.len() as i64 {
+                return Err(table.error(row, format!("idx {idx}: expected {}", rows.len())));
+            }
+            let num = table.int(row, c_num, "num_gpu")?;
+            let milli = table.int(row, c_milli, "gpu_milli")?;
+            rows.push(Arrival {
+                name: table.object_name(row, c_name)?.to_string(),
+                source: table.object_name(row, c_source)?.to_string(),
+                gpu_milli: num.saturating_mul(milli),
+            });
+        }
+        let mut node_rank = Vec::new();
+        if let Some((file, text)) = rank {
+            let t = crate::readers::table::Table::parse(file, text)?;
+            let (c_node, c_rank) = (t.column("node")?, t.column("tiebreak_rank")?);
+            for row in &t.rows {
+                let r = t.int(row, c_rank, "tiebreak_rank")?;
+                if !(0..100_000).contains(&r) {
+                    return Err(t.error(row, format!("tiebreak_rank {r}: expected 0..99999")));
+                }
+                node_rank.push((t.object_name(row, c_node)?.to_string(), r as u32));
+            }
+        }
+        Ok(ArrivalOrder { rows, node_rank })
+    }
+}
+
+/// The cluster the arrivals run on, each pod's milli-GPUs, the jobs in arrival order and how
+/// many of them are copies.
+type Arrivals = (lockstep_model::Cluster, Vec<i64>, Vec<Vec<PodId>>, usize);
+
+/// The cluster, pod milli-GPUs and single-pod jobs of `order` over `trace`: a row naming its
+/// own trace pod is that pod, any other a copy of its source pod under the row's name.
+fn replay(trace: &Trace, order: &ArrivalOrder) -> Result<Arrivals, SimError> {
+    let mut cluster = trace.cluster.clone();
+    let mut milli = trace.pod_gpu_milli.clone();
+    let by_name: std::collections::HashMap<&str, PodId> = trace
+        .jobs
+        .iter()
+        .filter(|j| !j.initially_running && j.pods.len() == 1)
+        .map(|j| {
+            (
+                trace.cluster.pods[j.pods[0].index()].name.as_str(),
+                j.pods[0],
+            )
+        })
+        .collect();
+    let mut used = vec![false; cluster.pods.len()];
+    let mut jobs = Vec::with_capacity(order.rows.len());
+    let mut copied = 0;
+    for (i, a) in order.rows.iter().enumerate() {
+        let bad = |m: String| SimError::Limit(format!("arrival order, row {i} ({}): {m}", a.name));
+        let &from = by_name
+            .get(a.source.as_str())
+            .ok_or_else(|| bad(format!("no single-pod job {:?} in the trace", a.source)))?;
+        if milli[from.index()] != a.gpu_milli {
+            return Err(bad(format!(
+                "asks for {} milli-GPUs, the trace's {} for {}",
+                a.gpu_milli,
+                a.source,
+                milli[from.index()]
+            )));
+        }
+        if a.name == a.source {
+            if std::mem::replace(&mut used[from.index()], true) {
+                return Err(bad("arrives twice".into()));
+            }
+            jobs.push(vec![from]);
+            continue;
+        }
+        if cluster.pods.len() >= limits::PODS {
+            return Err(bad(format!("more than {} pods", limits::PODS)));
+        }
+        let mut pod = cluster.pods[from.index()].clone();
+        pod.name = a.name.clone();
+        let id = PodId(cluster.pods.len() as u32);
+        cluster.pods.push(pod);
+        milli.push(milli[from.index()]);
+        jobs.push(vec![id]);
+        copied += 1;
+    }
+    // Trace pods that never arrive stay out of the cluster's workload.
+    let arrived: std::collections::HashSet<PodId> = jobs.iter().map(|j| j[0]).collect();
+    let keep: Vec<bool> = (0..cluster.pods.len())
+        .map(|p| arrived.contains(&PodId(p as u32)))
+        .collect();
+    if keep.iter().any(|k| !k) {
+        let mut new_id = vec![None; cluster.pods.len()];
+        let mut pods = Vec::with_capacity(arrived.len());
+        let mut new_milli = Vec::with_capacity(arrived.len());
+        for (p, pod) in cluster.pods.drain(..).enumerate() {
+            if keep[p] {
+                new_id[p] = Some(PodId(pods.len() as u32));
+                pods.push(pod);
+                new_milli.push(milli[p]);
+            }
+        }
+        cluster.pods = pods;
+        milli = new_milli;
+        for j in &mut jobs {
+            j[0] = new_id[j[0].index()].expect("arrived pods are kept");
+        }
+    }
+    if !order.node_rank.is_empty() {
+        let rank: std::collections::HashMap<&str, u32> = order
+            .node_rank
+            .iter()
+            .map(|(n, r)| (n.as_str(), *r))
+            .collect();
+        let mut renamed = std::collections::HashMap::new();
+        for node in &mut cluster.nodes {
+            let r = *rank.get(node.name.as_str()).ok_or_else(|| {
+                SimError::Limit(format!("node rank: no rank for node {:?}", node.name))
+            })?;
+            let new = format!("r{r:05}-{}", node.name);
+            renamed.insert(std::mem::replace(&mut node.name, new.clone()), new);
+        }
+        for slice in &mut cluster.resource_slices {
+            if let lockstep_model::dra::SliceNodeScope::NodeName(n) = &mut slice.node_scope
+                && let Some(new) = renamed.get(n.as_str())
+            {
+                *n = new.clone();
+            }
+        }
+    }
+    Ok((cluster, milli, jobs, copied))
 }
 
 /// The allocation when arrived demand first reached a whole percent of capacity.
@@ -71,6 +241,13 @@ pub struct FragmentationRun {
     pub allocated_percent: f64,
     /// One entry per whole percent 0..=share*100 that arrived demand reached.
     pub steps: Vec<FragmentationStep>,
+    /// As the FGD paper's analysis measures it: for each whole percent k, the mean
+    /// allocation over the arrivals after which arrived demand rounds to k percent (the
+    /// allocation when demand first reached k when no arrival does).
+    pub rounded_steps: Vec<FragmentationStep>,
+    /// The names of the arrived pods, in arrival order.
+    #[serde(skip)]
+    pub arrivals: Vec<String>,
     #[serde(skip)]
     pub wall: Duration,
 }
@@ -92,6 +269,113 @@ pub fn run_fragmentation(
     let started = Instant::now();
     let capacity_milli = trace.gpus().saturating_mul(1000);
     let limit = (options.share.max(0.0) * capacity_milli as f64).round() as i64;
+    let (cluster, milli, jobs, copied) = match &options.arrival_order {
+        Some(order) => replay(trace, order)?,
+        None => seeded_order(trace, options, limit)?,
+    };
+    let demand = |pods: &[PodId], milli: &[i64]| -> i64 {
+        pods.iter()
+            .fold(0i64, |a, p| a.saturating_add(milli[p.index()]))
+    };
+    let engine_options = Options {
+        profile: policy.profile.clone(),
+        batching: policy.batching,
+        preemption: false,
+        gang_preemption: policy.gang_preemption,
+        explain: false,
+        ..Options::default()
+    };
+    let mut scheduler =
+        Scheduler::new(&cluster, engine_options).map_err(|source| SimError::Config {
+            policy: policy.name.clone(),
+            error: source,
+        })?;
+    let max_step = (options.share.max(0.0) * 100.0).floor() as u32;
+    let pct = |m: i64| {
+        if capacity_milli > 0 {
+            m as f64 * 100.0 / capacity_milli as f64
+        } else {
+            0.0
+        }
+    };
+    let mut steps = Vec::new();
+    let (mut arrived, mut allocated) = (0i64, 0i64);
+    let (mut arrived_jobs, mut failed) = (0usize, 0usize);
+    let record = |arrived: i64, allocated: i64, steps: &mut Vec<FragmentationStep>| {
+        while steps.len() as u32 <= max_step && arrived * 100 >= steps.len() as i64 * capacity_milli
+        {
+            steps.push(FragmentationStep {
+                arrived_percent: steps.len() as u32,
+                allocated_percent: round2(pct(allocated)),
+            });
+        }
+    };
+    record(arrived, allocated, &mut steps);
+    let mut rounded = vec![(0.0f64, 0u32); max_step as usize + 1];
+    let mut arrivals = Vec::new();
+    for pods in &jobs {
+        if arrived >= limit || capacity_milli == 0 {
+            break;
+        }
+        arrived_jobs += 1;
+        arrivals.extend(pods.iter().map(|p| cluster.pods[p.index()].name.clone()));
+        let d = demand(pods, &milli);
+        arrived += d;
+        let decisions = scheduler.schedule(pods);
+        if decisions.bindings.len() >= pods.len() {
+            allocated += d;
+        } else {
+            failed += 1;
+            // A gang that bound only partly gives its pods back.
+            for &(p, _) in &decisions.bindings {
+                scheduler.release(p);
+            }
+        }
+        record(arrived, allocated, &mut steps);
+        let k = (pct(arrived) + 0.5).floor() as usize;
+        if k < rounded.len() {
+            rounded[k].0 += pct(allocated);
+            rounded[k].1 += 1;
+        }
+    }
+    let rounded_steps = steps
+        .iter()
+        .map(|s| {
+            let (sum, n) = rounded[s.arrived_percent as usize];
+            FragmentationStep {
+                arrived_percent: s.arrived_percent,
+                allocated_percent: if n > 0 {
+                    round2(sum / n as f64)
+                } else {
+                    s.allocated_percent
+                },
+            }
+        })
+        .collect();
+    Ok(FragmentationRun {
+        policy: policy.name.clone(),
+        share: options.share,
+        seed: options.seed,
+        gpu_capacity: trace.gpus(),
+        arrived_jobs,
+        copied_jobs: copied,
+        failed_jobs: failed,
+        arrived_percent: round2(pct(arrived)),
+        allocated_percent: round2(pct(allocated)),
+        steps,
+        rounded_steps,
+        arrivals,
+        wall: started.elapsed(),
+    })
+}
+
+/// The seeded arrival order: the trace's jobs, inflated with copies until demand reaches
+/// `limit`, shuffled.
+fn seeded_order(
+    trace: &Trace,
+    options: &FragmentationOptions,
+    limit: i64,
+) -> Result<Arrivals, SimError> {
     let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
     let mut cluster = trace.cluster.clone();
     let mut milli = trace.pod_gpu_milli.clone();
@@ -143,72 +427,7 @@ pub fn run_fragmentation(
         let k = below(&mut rng, i + 1);
         jobs.swap(i, k);
     }
-    let engine_options = Options {
-        profile: policy.profile.clone(),
-        batching: policy.batching,
-        preemption: false,
-        gang_preemption: policy.gang_preemption,
-        explain: false,
-        ..Options::default()
-    };
-    let mut scheduler =
-        Scheduler::new(&cluster, engine_options).map_err(|source| SimError::Config {
-            policy: policy.name.clone(),
-            error: source,
-        })?;
-    let max_step = (options.share.max(0.0) * 100.0).floor() as u32;
-    let pct = |m: i64| {
-        if capacity_milli > 0 {
-            m as f64 * 100.0 / capacity_milli as f64
-        } else {
-            0.0
-        }
-    };
-    let mut steps = Vec::new();
-    let (mut arrived, mut allocated) = (0i64, 0i64);
-    let (mut arrived_jobs, mut failed) = (0usize, 0usize);
-    let record = |arrived: i64, allocated: i64, steps: &mut Vec<FragmentationStep>| {
-        while steps.len() as u32 <= max_step && arrived * 100 >= steps.len() as i64 * capacity_milli
-        {
-            steps.push(FragmentationStep {
-                arrived_percent: steps.len() as u32,
-                allocated_percent: round2(pct(allocated)),
-            });
-        }
-    };
-    record(arrived, allocated, &mut steps);
-    for pods in &jobs {
-        if arrived >= limit || capacity_milli == 0 {
-            break;
-        }
-        arrived_jobs += 1;
-        let d = demand(pods, &milli);
-        arrived += d;
-        let decisions = scheduler.schedule(pods);
-        if decisions.bindings.len() >= pods.len() {
-            allocated += d;
-        } else {
-            failed += 1;
-            // A gang that bound only partly gives its pods back.
-            for &(p, _) in &decisions.bindings {
-                scheduler.release(p);
-            }
-        }
-        record(arrived, allocated, &mut steps);
-    }
-    Ok(FragmentationRun {
-        policy: policy.name.clone(),
-        share: options.share,
-        seed: options.seed,
-        gpu_capacity: trace.gpus(),
-        arrived_jobs,
-        copied_jobs: copied,
-        failed_jobs: failed,
-        arrived_percent: round2(pct(arrived)),
-        allocated_percent: round2(pct(allocated)),
-        steps,
-        wall: started.elapsed(),
-    })
+    Ok((cluster, milli, jobs, copied))
 }
 
 /// One policy of the FGD paper's published results: its mean allocation over the seeds.
@@ -322,6 +541,7 @@ mod tests {
         let opts = FragmentationOptions {
             share: 0.8,
             seed: 7,
+            ..Default::default()
         };
         let r = run_fragmentation(&t, &policy(), &opts).expect("runs");
         assert_eq!(
@@ -344,6 +564,7 @@ mod tests {
         let opts = FragmentationOptions {
             share: 1.5,
             seed: 7,
+            ..Default::default()
         };
         let r = run_fragmentation(&t, &policy(), &opts).expect("runs");
         assert!(r.copied_jobs > 0);
@@ -351,6 +572,69 @@ mod tests {
         assert!(r.failed_jobs > 0);
         assert!(r.allocated_percent <= 100.0);
         assert!(r.arrived_percent >= 150.0);
+    }
+
+    /// A given arrival order is replayed row by row: trace pods by name, copies of them under
+    /// the row's name; the node ranks rename the nodes so that ties follow them.
+    #[test]
+    fn arrival_order_is_replayed_exactly() {
+        let nodes =
+            "sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,1,T4\nn1,64000,262144,1,T4\n";
+        let pods = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n\
+                    a,1000,1024,1,600\nb,1000,1024,1,600\nc,1000,1024,1,400\n";
+        let t = parse_openb("nodes.csv", nodes, "pods.csv", pods).expect("valid");
+        let order = "idx,name,source_pod,cpu_milli,memory_mib,num_gpu,gpu_milli\n\
+                     0,c,c,1000,1024,1,400\n1,a-tuned-1,a,1000,1024,1,600\n\
+                     2,a,a,1000,1024,1,600\n3,b,b,1000,1024,1,600\n";
+        let rank = "node,tiebreak_rank\nn0,1\nn1,0\n";
+        let order =
+            ArrivalOrder::parse("order.csv", order, Some(("rank.csv", rank))).expect("parses");
+        let opts = FragmentationOptions {
+            share: 2.0,
+            arrival_order: Some(std::sync::Arc::new(order.clone())),
+            ..Default::default()
+        };
+        for p in [
+            policy(),
+            Policy::parse("fgd", &crate::policy::gpu_aware(Default::default())).expect("fgd"),
+        ] {
+            let r = run_fragmentation(&t, &p, &opts).expect("runs");
+            let names: Vec<&str> = order.rows.iter().map(|a| a.name.as_str()).collect();
+            assert_eq!(r.arrivals, names, "the n-th arrival is the n-th row");
+            assert_eq!(r.copied_jobs, 1);
+            // 0.4 + 0.6 share one GPU, 0.6 takes the other, the last 0.6 cannot fit.
+            assert_eq!(r.failed_jobs, 1);
+        }
+        // A row whose demand differs from its source pod's is an error.
+        let bad = "idx,name,source_pod,num_gpu,gpu_milli\n0,c,c,1,500\n";
+        let opts = FragmentationOptions {
+            arrival_order: Some(std::sync::Arc::new(
+                ArrivalOrder::parse("bad.csv", bad, None).expect("parses"),
+            )),
+            ..Default::default()
+        };
+        assert!(run_fragmentation(&t, &policy(), &opts).is_err());
+        // Rows out of order are an error.
+        let skip = "idx,name,source_pod,num_gpu,gpu_milli\n1,c,c,1,400\n";
+        assert!(ArrivalOrder::parse("skip.csv", skip, None).is_err());
+    }
+
+    #[test]
+    fn the_bundled_seed_42_order_has_every_trace_pod_once() {
+        let (f, text) = crate::data::Dataset::FgdArrivalOrder
+            .read(None)
+            .expect("built in");
+        let (rf, rank) = crate::data::Dataset::FgdNodeRank
+            .read(None)
+            .expect("built in");
+        let order = ArrivalOrder::parse(&f, &text, Some((&rf, &rank))).expect("parses");
+        assert_eq!(order.rows.len(), 10_866);
+        assert_eq!(
+            order.rows.iter().filter(|a| a.name == a.source).count(),
+            8152
+        );
+        assert_eq!(order.node_rank.len(), 1213);
+        assert_eq!(order.rows[1].name, "openb-pod-1685");
     }
 
     #[test]
@@ -388,6 +672,7 @@ mod tests {
         let opts = FragmentationOptions {
             share: 1.0,
             seed: 1,
+            ..Default::default()
         };
         let (m, timing) =
             crate::run_fragmentation_policies(&t, &[policy()], &opts, &mut |_, _, _| {})

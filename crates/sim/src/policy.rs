@@ -55,7 +55,8 @@ impl Policy {
 
     /// Parses a spec: terms joined by `+`, each one of `least-allocated`, `most-allocated`,
     /// `device-fragmentation` (fragmentation gradient descent: the DynamicResources score in
-    /// its Fragmentation mode as the only score, as the paper's FGD policy),
+    /// its Fragmentation mode as the only score, as the paper's FGD policy), `fgd` (the same
+    /// scored exactly as the paper's simulator does: its FragmentationSigmoid mode),
     /// `device-strategy` (DRA devices scored with the strategy), `gang-search` (the
     /// whole-gang search after the pod-by-pod orders), `pod-by-pod` (the simulations'
     /// default), `batching`, `no-batching`, `preemption`, `no-preemption`,
@@ -80,6 +81,14 @@ impl Policy {
                     p.profile.device_scoring = DeviceScoring::Fragmentation;
                     p.profile.scores = vec![("DynamicResources".into(), 1)];
                 }
+                "fgd" => {
+                    // The paper's FGD as its simulator scores it (integer sigmoid score,
+                    // typical tasks, ties to the first node in name order).
+                    p.profile.device_scoring = DeviceScoring::FragmentationSigmoid;
+                    p.profile.scores = vec![("DynamicResources".into(), 1)];
+                    // Its scheduler config scores every feasible node.
+                    p.profile.percentage_of_nodes_to_score = 100;
+                }
                 "device-strategy" => p.profile.device_scoring = DeviceScoring::Strategy,
                 "gang-search" => p.profile.gang_placement = GangPlacement::Search,
                 "pod-by-pod" => p.profile.gang_placement = GangPlacement::PodByPod,
@@ -93,8 +102,9 @@ impl Policy {
                 other => {
                     return Err(format!(
                         "policy spec {spec:?}: unknown term {other:?}; use least-allocated, \
-                         most-allocated, device-fragmentation, device-strategy, gang-search, \
-                         pod-by-pod, batching, no-batching, preemption, no-preemption or \
+                         most-allocated, device-fragmentation, fgd, device-strategy, \
+                         gang-search, pod-by-pod, batching, no-batching, preemption, \
+                         no-preemption or \
                          gang-preemption=off|minimal|atomic, joined by +"
                     ));
                 }

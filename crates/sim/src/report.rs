@@ -437,9 +437,16 @@ fn fragmentation_lines(metrics: &Metrics) -> Vec<String> {
         .fragmentation_runs
         .iter()
         .map(|r| {
+            let at100 = r.rounded_steps.get(100).map_or(String::new(), |s| {
+                format!(
+                    "; at 100% of demand {:.2}% (mean over the arrivals rounding to 100%, as the \
+                     paper measures)",
+                    s.allocated_percent
+                )
+            });
             format!(
                 "fragmentation mode, policy {} (seed {}): {} arrived ({} copies to reach {:.0}% of \
-                 GPU capacity), {} did not fit; arrived {:.2}% of GPU capacity, allocated {:.2}%",
+                 GPU capacity), {} did not fit; arrived {:.2}% of GPU capacity, allocated {:.2}%{at100}",
                 r.policy,
                 r.seed,
                 plural(r.arrived_jobs, "job"),

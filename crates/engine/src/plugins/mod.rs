@@ -35,15 +35,21 @@ pub fn build(name: &str, profile: &Profile, names: &ResourceNames) -> Option<Box
         "DynamicResources" => Box::new(dynamic_resources::DynamicResources {
             strategy: node_resources_fit::Strategy::new(&profile.scoring_strategy),
             // The mode matters only where the score is enabled (it also turns batching off).
-            device_scoring: if profile.scores.iter().any(|(n, _)| n == "DynamicResources") {
-                profile.device_scoring
-            } else {
-                crate::config::DeviceScoring::Strategy
-            },
+            device_scoring: device_choice(profile),
         }),
         "InterPodAffinity" => Box::new(inter_pod_affinity::InterPodAffinity {
             hard_pod_affinity_weight: profile.hard_pod_affinity_weight,
         }),
         _ => return None,
     })
+}
+
+/// The DynamicResources score's mode: the profile's where the score is enabled (it also turns
+/// batching off), else `Strategy`. It also says how placed pods choose their devices.
+pub(crate) fn device_choice(profile: &crate::config::Profile) -> crate::config::DeviceScoring {
+    if profile.scores.iter().any(|(n, _)| n == "DynamicResources") {
+        profile.device_scoring
+    } else {
+        crate::config::DeviceScoring::Strategy
+    }
 }
