@@ -85,11 +85,11 @@ impl ChangeLog {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Wake {
     /// When a node freed since passes its filters.
-    OnFit,
+    Fit,
     /// When room was freed anywhere.
-    OnFree,
+    Freed,
     /// On any change.
-    OnAny,
+    Any,
 }
 
 #[derive(Debug, Clone)]
@@ -150,11 +150,11 @@ impl Queue {
             .framework
             .scans_all(scheduler.snapshot.num_nodes());
         let wake = if looks_at_other_pods(p) {
-            Wake::OnAny
+            Wake::Any
         } else if proven && !scheduler.options.preemption && (p.pod_group.is_none() || scans_all) {
-            Wake::OnFit
+            Wake::Fit
         } else {
-            Wake::OnFree
+            Wake::Freed
         };
         let group = p.pod_group.as_ref().map(|g| {
             let next = self.group_ids.values().map(HashMap::len).sum::<usize>() as u32;
@@ -245,9 +245,9 @@ impl Queue {
             }
             let wakes = last_everything.is_some_and(|at| at >= p)
                 || match wake {
-                    Wake::OnAny => true,
-                    Wake::OnFree => last_freed.is_some_and(|at| at >= p),
-                    Wake::OnFit => match self.signature(scheduler, pod) {
+                    Wake::Any => true,
+                    Wake::Freed => last_freed.is_some_and(|at| at >= p),
+                    Wake::Fit => match self.signature(scheduler, pod) {
                         Some(sig) => {
                             let latest = match latest_fit.get(&sig) {
                                 Some(l) => *l,

@@ -524,7 +524,7 @@ impl<'t> Simulation<'t> {
     fn cycle(&mut self) {
         let t0 = Instant::now();
         let mut offered: Vec<PodId> = self.queue.wake(&mut self.scheduler);
-        offered.extend(self.fresh.drain(..));
+        offered.append(&mut self.fresh);
         offered.retain(|p| self.pending.contains(p));
         offered.sort_unstable();
         offered.dedup();
