@@ -4,50 +4,20 @@
 //! pod (the init pods are already running). Run with
 //! `cargo bench -p lockstep-engine --bench affinity`.
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use lockstep_engine::{Options, Scheduler};
+use criterion::{Criterion, criterion_group, criterion_main};
 use lockstep_model::{Cluster, WhenUnsatisfiable};
 use lockstep_testkit::perf_shapes as shapes;
 
+mod common;
+
+/// Benches a shape, counting and expecting every pending pod bound.
 fn bench_shape(c: &mut Criterion, group_name: &str, label: &str, cluster: &Cluster) {
-    let mut group = c.benchmark_group(group_name);
-    group.sample_size(10);
     let pending = cluster
         .pods
         .iter()
         .filter(|p| p.node_name.is_none())
         .count();
-    group.throughput(Throughput::Elements(pending as u64));
-    for batching in [false, true] {
-        let id = BenchmarkId::new(
-            label,
-            if batching {
-                "batching-on"
-            } else {
-                "batching-off"
-            },
-        );
-        group.bench_with_input(id, cluster, |b, cluster| {
-            b.iter_batched(
-                || cluster.clone(),
-                |objects| {
-                    let d = Scheduler::from_cluster(
-                        objects,
-                        Options {
-                            batching,
-                            ..Options::default()
-                        },
-                    )
-                    .expect("default profile")
-                    .run();
-                    assert_eq!(d.bindings.len(), pending);
-                    d
-                },
-                criterion::BatchSize::LargeInput,
-            )
-        });
-    }
-    group.finish();
+    common::bench_shape(c, group_name, label, cluster, pending as u64, pending);
 }
 
 fn pod_anti_affinity(c: &mut Criterion) {

@@ -2,10 +2,11 @@
 //! the cluster once, then time building the cluster state + scheduling of every pending pod.
 //! Run all with `cargo bench -p lockstep-engine`.
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use lockstep_engine::{Options, Scheduler};
+use criterion::{Criterion, criterion_group, criterion_main};
 use lockstep_model::Cluster;
 use lockstep_testkit as testkit;
+
+mod common;
 
 fn bench_shape(
     c: &mut Criterion,
@@ -14,41 +15,8 @@ fn bench_shape(
     cluster: &Cluster,
     expect_bound: usize,
 ) {
-    let mut group = c.benchmark_group(group_name);
-    group.sample_size(10);
-    let pods = cluster.pods.len();
-    group.throughput(Throughput::Elements(pods as u64));
-    for batching in [false, true] {
-        let id = BenchmarkId::new(
-            label,
-            if batching {
-                "batching-on"
-            } else {
-                "batching-off"
-            },
-        );
-        group.bench_with_input(id, cluster, |b, cluster| {
-            // The cluster state takes its objects: each run gets a copy, made untimed.
-            b.iter_batched(
-                || cluster.clone(),
-                |objects| {
-                    let d = Scheduler::from_cluster(
-                        objects,
-                        Options {
-                            batching,
-                            ..Options::default()
-                        },
-                    )
-                    .expect("default profile")
-                    .run();
-                    assert_eq!(d.bindings.len(), expect_bound);
-                    d
-                },
-                criterion::BatchSize::LargeInput,
-            )
-        });
-    }
-    group.finish();
+    let pods = cluster.pods.len() as u64;
+    common::bench_shape(c, group_name, label, cluster, pods, expect_bound);
 }
 
 fn scheduling_basic(c: &mut Criterion) {
