@@ -26,9 +26,19 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::Notify;
 
+/// The objects of one kind that changed since they were last taken: their keys (as
+/// [`key`] gives them), and whether the whole list was read
+/// again (after a disconnect), which may have dropped objects without a delete event.
+#[derive(Debug, Default)]
+pub struct Changed {
+    pub keys: std::collections::HashSet<String>,
+    pub relisted: bool,
+}
+
 /// One kind's cache: its store, or `None` when the API server does not serve the kind.
 pub struct Cache<K: Resource<DynamicType = ()> + Clone + 'static> {
     store: Option<Store<K>>,
+    changed: Arc<std::sync::Mutex<Changed>>,
     /// The reflector's task, stopped when the cache is dropped.
     task: Option<tokio::task::AbortHandle>,
 }
@@ -62,6 +72,7 @@ where
             );
             return Cache {
                 store: None,
+                changed: Arc::default(),
                 task: None,
             };
         }
@@ -72,17 +83,32 @@ where
             watcher(api, watcher::Config::default()).default_backoff(),
         );
         let signal = signal.clone();
+        let changed: Arc<std::sync::Mutex<Changed>> = Arc::default();
+        let noted = changed.clone();
         let task = tokio::spawn(async move {
             futures::pin_mut!(stream);
             while let Some(event) = stream.next().await {
                 match event {
-                    Ok(_) => signal.raise(),
+                    Ok(e) => {
+                        {
+                            let mut c = noted.lock().expect("no holder panics");
+                            match e {
+                                watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
+                                    c.keys.insert(key(&o));
+                                }
+                                watcher::Event::InitDone => c.relisted = true,
+                                watcher::Event::Init | watcher::Event::InitApply(_) => {}
+                            }
+                        }
+                        signal.raise()
+                    }
                     Err(e) => tracing::warn!(kind = %K::kind(&()), "watch: {e}"),
                 }
             }
         });
         Cache {
             store: Some(reader),
+            changed,
             task: Some(task.abort_handle()),
         }
     }
@@ -97,6 +123,37 @@ where
         }
     }
 
+    /// Takes the record of what changed since the last call.
+    pub fn take_changed(&self) -> Changed {
+        std::mem::take(&mut *self.changed.lock().expect("no holder panics"))
+    }
+
+    /// The cached object of `key` (as [`key`] gives it).
+    pub fn get(&self, key: &str) -> Option<Arc<K>> {
+        let store = self.store.as_ref()?;
+        let r = match key.split_once('/') {
+            Some(("", name)) => reflector::ObjectRef::new(name),
+            Some((ns, name)) => reflector::ObjectRef::new(name).within(ns),
+            None => reflector::ObjectRef::new(key),
+        };
+        store.get(&r)
+    }
+
+    /// One object as the API server serves it, named for messages (`Pod ml/web`).
+    pub fn value_of(o: &K) -> Option<(String, Value)> {
+        let name = match o.namespace() {
+            Some(ns) => format!("{} {ns}/{}", K::kind(&()), o.name_any()),
+            None => format!("{} {}", K::kind(&()), o.name_any()),
+        };
+        match serde_json::to_value(o) {
+            Ok(v) => Some((name, v)),
+            Err(e) => {
+                tracing::warn!("{name}: cannot be read: {e}");
+                None
+            }
+        }
+    }
+
     /// Every cached object.
     pub fn all(&self) -> Vec<Arc<K>> {
         self.store.as_ref().map(|s| s.state()).unwrap_or_default()
@@ -105,16 +162,7 @@ where
     /// Every object as the API server serves it, each named `Kind namespace/name`
     /// (`Kind name` when cluster-scoped).
     fn values(&self, out: &mut Vec<(String, Value)>) {
-        for o in self.all() {
-            let name = match o.namespace() {
-                Some(ns) => format!("{} {ns}/{}", K::kind(&()), o.name_any()),
-                None => format!("{} {}", K::kind(&()), o.name_any()),
-            };
-            match serde_json::to_value(&*o) {
-                Ok(v) => out.push((name, v)),
-                Err(e) => tracing::warn!("{name}: cannot be read: {e}"),
-            }
-        }
+        out.extend(self.all().iter().filter_map(|o| Self::value_of(o)));
     }
 }
 
@@ -237,7 +285,7 @@ impl Caches {
     }
 }
 
-/// A pod's `namespace/name`.
+/// An object's `namespace/name` (`/name` when cluster-scoped).
 pub fn key<K: ResourceExt>(o: &K) -> String {
     format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any())
 }

@@ -5,7 +5,8 @@
 //! An object the conversion or the engine refuses is left out of the pass and reported,
 //! and the pass is tried again without it, so one bad object stops only what depends on it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use lockstep_engine::{Decisions, GangSearchCounts, Options, Scheduler, SetupError};
 use lockstep_model::Cluster;
@@ -23,7 +24,7 @@ pub struct Assumed {
 
 /// What a pass decided, with the cluster its ids index.
 pub struct Pass {
-    pub cluster: Cluster,
+    pub cluster: Arc<Cluster>,
     pub decisions: Decisions,
     /// Objects left out of the pass, each with the reason.
     pub excluded: Vec<(String, String)>,
@@ -52,32 +53,31 @@ fn kind(v: &Value) -> &str {
     v.get("kind").and_then(Value::as_str).unwrap_or("")
 }
 
-/// Lays the assumed decisions over the cached objects, and leaves out the pending pods in
-/// `held` (backing off, or waiting for their victims to go).
-pub fn overlay(values: &mut Vec<(String, Value)>, assumed: &Assumed, held: &BTreeSet<String>) {
-    values.retain(|(_, v)| {
-        if kind(v) != "Pod" || v.pointer("/spec/nodeName").is_some() {
-            return true;
-        }
-        let (ns, name) = name_of(v);
-        !held.contains(&format!("{ns}/{name}"))
-    });
+/// Lays the assumed decisions over the cached objects.
+pub fn overlay(values: &mut [(String, Value)], assumed: &Assumed) {
     for (_, v) in values.iter_mut() {
         let (ns, name) = name_of(v);
-        let key = format!("{ns}/{name}");
-        match kind(v) {
-            "Pod" if v.pointer("/spec/nodeName").is_none() => {
-                if let Some(node) = assumed.bound.get(&key) {
-                    v["spec"]["nodeName"] = json!(node);
-                }
+        let kind = kind(v).to_string();
+        overlay_one(&kind, &format!("{ns}/{name}"), v, assumed);
+    }
+}
+
+/// Lays the assumed decisions over one cached object of `kind` (`namespace/name` `key`): a
+/// pod bound by lockstep whose binding the cache does not show yet is on its node; a claim
+/// allocated by lockstep has the status written for it.
+pub fn overlay_one(kind: &str, key: &str, v: &mut Value, assumed: &Assumed) {
+    match kind {
+        "Pod" if v.pointer("/spec/nodeName").is_none() => {
+            if let Some(node) = assumed.bound.get(key) {
+                v["spec"]["nodeName"] = json!(node);
             }
-            "ResourceClaim" if v.pointer("/status/allocation").is_none() => {
-                if let Some(status) = assumed.claims.get(&key) {
-                    v["status"] = status.clone();
-                }
-            }
-            _ => {}
         }
+        "ResourceClaim" if v.pointer("/status/allocation").is_none() => {
+            if let Some(status) = assumed.claims.get(key) {
+                v["status"] = status.clone();
+            }
+        }
+        _ => {}
     }
 }
 
@@ -90,23 +90,17 @@ fn setup_error_object(e: &SetupError) -> Option<String> {
     }
 }
 
-/// Converts `values` and schedules their pending pods once, leaving out (and reporting)
-/// each object that cannot be read.
-pub fn plan(mut values: Vec<(String, Value)>, options: &Options) -> Result<Pass, String> {
+/// Converts `values` and sets the engine up on them, leaving out (and reporting) each
+/// object that cannot be read.
+pub fn build(
+    mut values: Vec<(String, Value)>,
+    options: &Options,
+) -> Result<(Scheduler, Vec<(String, String)>), String> {
     let mut excluded: Vec<(String, String)> = Vec::new();
     loop {
         let fault = match lockstep_manifests::load_objects(values.clone()) {
-            Ok(loaded) => match Scheduler::new(&loaded.cluster, options.clone()) {
-                Ok(mut scheduler) => {
-                    let decisions = scheduler.run();
-                    return Ok(Pass {
-                        batched_cycles: scheduler.cycle_counts().0,
-                        gang_search: scheduler.gang_search_counts(),
-                        cluster: loaded.cluster,
-                        decisions,
-                        excluded,
-                    });
-                }
+            Ok(loaded) => match Scheduler::from_cluster(loaded.cluster, options.clone()) {
+                Ok(scheduler) => return Ok((scheduler, excluded)),
                 Err(e) => match setup_error_object(&e) {
                     Some(object) => (object, e.to_string()),
                     None => return Err(e.to_string()),
@@ -173,23 +167,29 @@ mod tests {
     }
 
     #[test]
-    fn assumed_bindings_hold_their_room_and_held_pods_wait() {
+    fn assumed_bindings_hold_their_room() {
         let mut values = vec![node("n1"), pod("a", None), pod("b", None), pod("c", None)];
         let assumed = Assumed {
             bound: BTreeMap::from([("ml/a".to_string(), "n1".to_string())]),
             ..Assumed::default()
         };
-        let held = BTreeSet::from(["ml/c".to_string()]);
-        overlay(&mut values, &assumed, &held);
-        assert_eq!(values.len(), 3, "the held pod is left out");
-        let pass = plan(values, &Options::default()).unwrap();
-        let bound: Vec<String> = pass
-            .decisions
-            .bindings
-            .iter()
-            .map(|(p, _)| pass.cluster.pods[p.index()].key())
-            .collect();
-        assert_eq!(bound, ["ml/b"], "a is already on n1; b takes the last cpu");
+        overlay(&mut values, &assumed);
+        let (mut scheduler, excluded) = build(values, &Options::default()).unwrap();
+        assert!(excluded.is_empty());
+        let state = scheduler.state();
+        let a = state.pod_id("ml", "a").unwrap();
+        assert_eq!(
+            state.node_of(a),
+            state.node_id("n1"),
+            "a is on n1 as assumed"
+        );
+        let b = state.pod_id("ml", "b").unwrap();
+        let d = scheduler.schedule(&[b]);
+        assert_eq!(
+            d.bindings.len(),
+            1,
+            "b takes the last cpu; c is not offered"
+        );
     }
 
     #[test]
@@ -201,14 +201,10 @@ mod tests {
                 "spec": {"schedulingPolicy": {"gang": {"minCount": 0}}}}),
         );
         let values = vec![node("n1"), bad, pod("a", None)];
-        let pass = plan(values, &Options::default()).unwrap();
-        assert_eq!(pass.excluded.len(), 1);
-        assert_eq!(pass.excluded[0].0, "PodGroup ml/broken");
-        assert!(
-            pass.excluded[0].1.contains("minCount"),
-            "{}",
-            pass.excluded[0].1
-        );
-        assert_eq!(pass.decisions.bindings.len(), 1);
+        let (mut scheduler, excluded) = build(values, &Options::default()).unwrap();
+        assert_eq!(excluded.len(), 1);
+        assert_eq!(excluded[0].0, "PodGroup ml/broken");
+        assert!(excluded[0].1.contains("minCount"), "{}", excluded[0].1);
+        assert_eq!(scheduler.run().bindings.len(), 1);
     }
 }

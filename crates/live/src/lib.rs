@@ -20,6 +20,7 @@ pub mod cache;
 pub mod cycle;
 pub mod leader;
 pub mod metrics;
+pub mod mirror;
 mod runner;
 
 pub use leader::LeaderElection;

@@ -43,6 +43,10 @@ pub struct Metrics {
     pub gang_searches: Family<ResultLabel, Counter>,
     /// Objects left out of a pass because they cannot be read.
     pub bad_objects: Gauge,
+    /// Times the engine's state was built again from every cached object.
+    pub state_rebuilds: Counter,
+    /// Objects applied to the engine's state one by one (adds, updates, deletes).
+    pub state_changes: Counter,
     pub ready: AtomicBool,
 }
 
@@ -99,8 +103,22 @@ impl Metrics {
             "Objects left out of the last pass because they cannot be read",
             bad_objects.clone(),
         );
+        let state_rebuilds = Counter::default();
+        registry.register(
+            "state_rebuilds",
+            "Times the cluster state was built again from every cached object",
+            state_rebuilds.clone(),
+        );
+        let state_changes = Counter::default();
+        registry.register(
+            "state_changes",
+            "Objects applied to the cluster state one by one",
+            state_changes.clone(),
+        );
         Metrics {
             registry,
+            state_rebuilds,
+            state_changes,
             attempts,
             e2e_latency,
             pass_duration,

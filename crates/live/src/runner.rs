@@ -16,8 +16,9 @@ use lockstep_engine::Options;
 use crate::act::Writer;
 use crate::backoff::Backoff;
 use crate::cache::{Caches, key};
-use crate::cycle::{self, Assumed};
+use crate::cycle::{Assumed, Pass};
 use crate::metrics::{self, Metrics, QueueLabel};
+use crate::mirror::Mirror;
 
 /// How `lockstep run` is set up.
 #[derive(Debug, Clone)]
@@ -176,6 +177,49 @@ fn prune(assumed: &mut Assumed, caches: &Caches) {
         .retain(|k, _| claims.get(k).is_some_and(|allocated| !allocated));
 }
 
+/// One pass: the state brought up to the caches, then the pods `offered` scheduled.
+fn plan(
+    mirror: &mut Mirror,
+    caches: &Caches,
+    assumed: &Assumed,
+    offered: &[String],
+) -> Result<(Pass, crate::mirror::Synced), String> {
+    let synced = mirror.sync(caches, assumed)?;
+    let excluded: Vec<(String, String)> = mirror
+        .excluded
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let scheduler = mirror.scheduler().expect("a synced mirror has a scheduler");
+    let state = scheduler.state();
+    let ids: Vec<lockstep_model::PodId> = offered
+        .iter()
+        .filter_map(|k| {
+            let (ns, name) = k.split_once('/')?;
+            state.pod_id(ns, name)
+        })
+        .filter(|&p| state.node_of(p).is_none())
+        .collect();
+    let (batched_before, _) = scheduler.cycle_counts();
+    let g = scheduler.gang_search_counts();
+    let decisions = scheduler.schedule(&ids);
+    let (batched, _) = scheduler.cycle_counts();
+    let h = scheduler.gang_search_counts();
+    let pass = Pass {
+        cluster: Arc::clone(&scheduler.snapshot.cluster),
+        decisions,
+        excluded,
+        batched_cycles: batched - batched_before,
+        gang_search: lockstep_engine::GangSearchCounts {
+            searches: h.searches - g.searches,
+            placed: h.placed - g.placed,
+            exhausted: h.exhausted - g.exhausted,
+            steps: h.steps - g.steps,
+        },
+    };
+    Ok((pass, synced))
+}
+
 /// Runs the live scheduler until `shutdown` completes: then it stops taking pods, lets the
 /// writes in flight finish, and returns.
 pub async fn run(
@@ -200,9 +244,11 @@ pub async fn run(
         }
         None => None,
     };
-    let caches = Caches::start(&client)
-        .await
-        .map_err(|e| Error::Api(format!("discovering the API server's resources: {e}")))?;
+    let caches = Arc::new(
+        Caches::start(&client)
+            .await
+            .map_err(|e| Error::Api(format!("discovering the API server's resources: {e}")))?,
+    );
     match tokio::time::timeout(SYNC_TIMEOUT, caches.ready()).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => return Err(Error::Api(format!("watch caches: {e}"))),
@@ -230,6 +276,7 @@ pub async fn run(
         metrics: metrics.clone(),
     };
     let mut assumed = Assumed::default();
+    let mut mirror = Some(Mirror::new(config.options.clone()));
     let mut backoff = Backoff::new(config.initial_backoff, config.max_backoff);
     let mut reported: BTreeSet<(String, String)> = BTreeSet::new();
     let mut first = true;
@@ -267,9 +314,10 @@ pub async fn run(
         let mut held = backoff.held(Instant::now(), events);
         let backing_off = held.len();
         held.extend(waiting.iter().cloned());
-        let pending_now: Vec<&String> = all_pending
+        let pending_now: Vec<String> = all_pending
             .iter()
             .filter(|k| !held.contains(*k) && !assumed.bound.contains_key(*k))
+            .cloned()
             .collect();
         metrics
             .pending
@@ -286,18 +334,27 @@ pub async fn run(
         if pending_now.is_empty() {
             continue;
         }
-        let mut values = caches.values();
-        cycle::overlay(&mut values, &assumed, &held);
-        let options = config.options.clone();
         let started = Instant::now();
-        let pass = tokio::task::spawn_blocking(move || cycle::plan(values, &options))
-            .await
-            .map_err(|e| Error::Api(format!("a scheduling pass panicked: {e}")))?;
+        let mut m = mirror.take().expect("the mirror is back after every pass");
+        let (c, a, offered) = (caches.clone(), assumed.clone(), pending_now.len());
+        let (m, pass) = tokio::task::spawn_blocking(move || {
+            let pass = plan(&mut m, &c, &a, &pending_now);
+            (m, pass)
+        })
+        .await
+        .map_err(|e| Error::Api(format!("a scheduling pass panicked: {e}")))?;
+        mirror = Some(m);
         metrics
             .pass_duration
             .observe(started.elapsed().as_secs_f64());
         let pass = match pass {
-            Ok(p) => p,
+            Ok((p, synced)) => {
+                if synced.rebuilt {
+                    metrics.state_rebuilds.inc();
+                }
+                metrics.state_changes.inc_by(synced.applied as u64);
+                p
+            }
             Err(e) => {
                 tracing::error!("scheduling pass: {e}");
                 continue;
@@ -323,6 +380,22 @@ pub async fn run(
             }
         }
         let outcome = writer.apply(&pass, &caches, &mut assumed).await;
+        // Decisions not carried out as assumed bindings are read again from the cache: the
+        // victims (still there until they are gone), the nominated preemptors, and the
+        // pods whose writes failed.
+        let victims = pass
+            .decisions
+            .evictions
+            .iter()
+            .map(|e| pass.cluster.pods[e.pod.index()].key());
+        let again: Vec<String> = victims
+            .chain(outcome.nominated.iter().cloned())
+            .chain(outcome.failed.keys().cloned())
+            .collect();
+        drop(pass);
+        if let Some(m) = mirror.as_mut() {
+            m.resync(again);
+        }
         let now = Instant::now();
         for k in outcome.unschedulable.iter().chain(outcome.failed.keys()) {
             backoff.failed(k, now, caches.signal.events());
@@ -336,7 +409,7 @@ pub async fn run(
             nominated = outcome.nominated.len(),
             failed = outcome.failed.len(),
             "pass over {} pending pods in {:.1} ms",
-            pending_now.len(),
+            offered,
             started.elapsed().as_secs_f64() * 1000.0
         );
     }

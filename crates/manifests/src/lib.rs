@@ -42,6 +42,7 @@ mod workloads;
 use std::io::Read;
 use std::path::PathBuf;
 
+pub use convert::one::{Converted, convert_object, converts_alone};
 pub use error::{LoadError, Origin};
 pub use unknown::UnknownField;
 

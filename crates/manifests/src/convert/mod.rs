@@ -8,6 +8,7 @@
 
 mod dra;
 mod node;
+pub(crate) mod one;
 mod pod;
 mod policy;
 pub(crate) mod requests;

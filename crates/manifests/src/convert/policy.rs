@@ -61,6 +61,21 @@ pub(crate) fn priority_class(
     })
 }
 
+fn system_classes() -> HashMap<String, PriorityClass> {
+    SYSTEM_CLASSES
+        .iter()
+        .map(|(name, value)| {
+            let class = PriorityClass {
+                name: name.to_string(),
+                value: *value,
+                global_default: false,
+                preemption_policy: PreemptionPolicy::PreemptLowerPriority,
+            };
+            (name.to_string(), class)
+        })
+        .collect()
+}
+
 /// Priority classes by name, and the global default.
 pub(crate) struct Priorities {
     by_name: HashMap<String, PriorityClass>,
@@ -73,18 +88,7 @@ impl Priorities {
         entries: &[Entry<scheduling::PriorityClass>],
         classes: &[PriorityClass],
     ) -> Result<Priorities, LoadError> {
-        let mut by_name: HashMap<String, PriorityClass> = SYSTEM_CLASSES
-            .iter()
-            .map(|(name, value)| {
-                let class = PriorityClass {
-                    name: name.to_string(),
-                    value: *value,
-                    global_default: false,
-                    preemption_policy: PreemptionPolicy::PreemptLowerPriority,
-                };
-                (name.to_string(), class)
-            })
-            .collect();
+        let mut by_name = system_classes();
         let mut global_default: Option<(usize, &PriorityClass)> = None;
         for (i, class) in classes.iter().enumerate() {
             by_name.insert(class.name.clone(), class.clone());
@@ -104,6 +108,18 @@ impl Priorities {
             by_name,
             global_default: global_default.map(|(_, c)| c.clone()),
         })
+    }
+
+    /// The classes of a cluster already loaded (at most one global default among them).
+    pub(crate) fn from_classes(classes: &[PriorityClass]) -> Priorities {
+        let mut by_name = system_classes();
+        for c in classes {
+            by_name.insert(c.name.clone(), c.clone());
+        }
+        Priorities {
+            by_name,
+            global_default: classes.iter().find(|c| c.global_default).cloned(),
+        }
     }
 
     pub(crate) fn get(&self, name: &str) -> Option<&PriorityClass> {

@@ -1,0 +1,428 @@
+//! The engine's cluster state, kept equal to the watch caches object by object.
+//!
+//! A pass does not rebuild the cluster: the objects that changed since the last pass (the
+//! caches note their keys) are converted one by one, with the same validation as a
+//! manifest, and applied to the scheduler's [`ClusterState`] as adds, updates and deletes,
+//! so a pass costs what changed, not the cluster's size. Decisions not yet visible in the
+//! caches stay laid over the objects (a pod bound by lockstep keeps its node until the
+//! watch shows the binding; a claim keeps the allocation written for it).
+//!
+//! Kinds whose objects are read together (Namespaces, PriorityClasses, Workloads,
+//! CompositePodGroups, DeviceClasses, and a PodGroup whose parent changes: the group tree,
+//! priorities and CEL are checked across objects) make the next pass rebuild the state from
+//! the caches; they change rarely. So does the first pass, and a new resource name.
+//!
+//! An object that cannot be read or that the state refuses (a claim of an unknown class)
+//! is left out — its previous version removed — and reported; the pods that need it are not
+//! scheduled, everything else is.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use kube::Resource;
+use lockstep_engine::{Change, Key, Kind, Object, Options, Scheduler};
+use lockstep_manifests::Converted;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::cache::{Cache, Caches, Changed};
+use crate::cycle::{self, Assumed};
+
+/// The engine state of `lockstep run` and what it was built from.
+pub struct Mirror {
+    options: Options,
+    scheduler: Option<Scheduler>,
+    /// The resourceVersion of every object the state holds, by kind and key.
+    versions: HashMap<(Kind, String), String>,
+    /// Objects left out, by display name (`Pod ml/web`), with why.
+    pub excluded: BTreeMap<String, String>,
+    /// Pods to read again from the cache in the next pass whatever their version (a pass
+    /// decided about them and the decision was not carried out as an assumed binding).
+    resync: HashSet<String>,
+}
+
+/// What [`Mirror::sync`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Synced {
+    /// The state was built again from every cached object.
+    pub rebuilt: bool,
+    /// Objects applied one by one (adds, updates and deletes).
+    pub applied: usize,
+}
+
+/// A kind's objects converted one by one, in the order they are applied (nodes before the
+/// pods bound to them, claims before the pods that use them).
+#[derive(Debug, Clone, Copy)]
+enum Alone {
+    Node,
+    ResourceSlice,
+    ResourceClaimTemplate,
+    ResourceClaim,
+    PodDisruptionBudget,
+    PodGroup,
+    Pod,
+}
+
+impl Alone {
+    const ALL: [Alone; 7] = [
+        Alone::Node,
+        Alone::ResourceSlice,
+        Alone::ResourceClaimTemplate,
+        Alone::ResourceClaim,
+        Alone::PodDisruptionBudget,
+        Alone::PodGroup,
+        Alone::Pod,
+    ];
+
+    fn kind(self) -> Kind {
+        match self {
+            Alone::Node => Kind::Node,
+            Alone::ResourceSlice => Kind::ResourceSlice,
+            Alone::ResourceClaimTemplate => Kind::ResourceClaimTemplate,
+            Alone::ResourceClaim => Kind::ResourceClaim,
+            Alone::PodDisruptionBudget => Kind::PodDisruptionBudget,
+            Alone::PodGroup => Kind::PodGroup,
+            Alone::Pod => Kind::Pod,
+        }
+    }
+}
+
+fn engine_key(key: &str) -> Key {
+    match key.split_once('/') {
+        Some(("", name)) => Key::cluster(name),
+        Some((ns, name)) => Key::namespaced(ns, name),
+        None => Key::cluster(key),
+    }
+}
+
+fn object(c: Converted) -> Object {
+    match c {
+        Converted::Node(o) => Object::Node(o),
+        Converted::Pod(o) => Object::Pod(o),
+        Converted::PodDisruptionBudget(o) => Object::PodDisruptionBudget(o),
+        Converted::PodGroup(o) => Object::PodGroup(o),
+        Converted::ResourceSlice(o) => Object::ResourceSlice(o),
+        Converted::ResourceClaim(o) => Object::ResourceClaim(o),
+        Converted::ResourceClaimTemplate(o) => Object::ResourceClaimTemplate(o),
+    }
+}
+
+fn version<K: Resource>(o: &K) -> String {
+    o.meta().resource_version.clone().unwrap_or_default()
+}
+
+/// One incremental pass over a kind: what changed, then each object read or deleted.
+struct Step<'a> {
+    scheduler: &'a mut Scheduler,
+    versions: &'a mut HashMap<(Kind, String), String>,
+    excluded: &'a mut BTreeMap<String, String>,
+    assumed: &'a Assumed,
+    applied: usize,
+    /// Set when an object needs the whole state rebuilt.
+    rebuild: bool,
+}
+
+impl Step<'_> {
+    fn kind<K>(&mut self, alone: Alone, cache: &Cache<K>, changed: Changed, resync: &[String])
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
+        K: Send + Sync + 'static,
+    {
+        let kind = alone.kind();
+        let mut keys: std::collections::BTreeSet<String> = changed.keys.into_iter().collect();
+        if changed.relisted {
+            // A re-list may have dropped objects without delete events.
+            keys.extend(cache.all().iter().map(|o| crate::cache::key(&**o)));
+            keys.extend(
+                self.versions
+                    .keys()
+                    .filter(|(k, _)| *k == kind)
+                    .map(|(_, key)| key.clone()),
+            );
+        }
+        keys.extend(resync.iter().cloned());
+        for key in keys {
+            let forced = resync.binary_search(&key).is_ok();
+            self.one(alone, cache, &key, forced);
+            if self.rebuild {
+                return;
+            }
+        }
+    }
+
+    fn one<K>(&mut self, alone: Alone, cache: &Cache<K>, key: &str, forced: bool)
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
+        K: Send + Sync + 'static,
+    {
+        let kind = alone.kind();
+        let id = (kind, key.to_string());
+        let Some(o) = cache.get(key) else {
+            if self.versions.remove(&id).is_some()
+                && let Err(e) = self.scheduler.apply(Change::Delete(kind, engine_key(key)))
+            {
+                tracing::warn!("{kind} {key}: deleting it from the state: {e}");
+            }
+            self.excluded.retain(|name, _| !named(name, kind, key));
+            self.applied += 1;
+            return;
+        };
+        let rv = version(&*o);
+        if !forced && self.versions.get(&id) == Some(&rv) {
+            return;
+        }
+        let Some((name, mut value)) = Cache::<K>::value_of(&o) else {
+            return;
+        };
+        cycle::overlay_one(kind.as_str(), key, &mut value, self.assumed);
+        let state = &self.scheduler.snapshot;
+        let mut names = state.cluster.resources.clone();
+        let known = names.len();
+        let converted = lockstep_manifests::convert_object(
+            &name,
+            value,
+            &mut names,
+            &state.cluster.priority_classes,
+        );
+        let converted = match converted {
+            Ok(Some((c, warnings))) => {
+                for w in warnings {
+                    tracing::debug!("{w}");
+                }
+                c
+            }
+            Ok(None) => return,
+            Err(e) => {
+                self.leave_out(id, name, e.to_string());
+                return;
+            }
+        };
+        if names.len() > known {
+            // A new resource name: the plugins resolve names when they are built.
+            self.rebuild = true;
+            return;
+        }
+        if let Converted::PodGroup(g) = &converted
+            && g.parent.is_some()
+        {
+            let before = state.object(Kind::PodGroup, &engine_key(key));
+            let same_parent =
+                matches!(&before, Some(Object::PodGroup(old)) if old.parent == g.parent);
+            if !same_parent {
+                self.rebuild = true;
+                return;
+            }
+        }
+        let held = self.versions.contains_key(&id);
+        let o = object(converted);
+        let change = if held {
+            Change::Update(o)
+        } else {
+            Change::Add(o)
+        };
+        match self.scheduler.apply(change) {
+            Ok(_) => {
+                self.versions.insert(id, rv);
+                self.excluded.remove(&name);
+            }
+            Err(e) => self.leave_out(id, name, e.to_string()),
+        }
+        self.applied += 1;
+    }
+
+    /// Leaves an object out: its previous version is deleted from the state.
+    fn leave_out(&mut self, id: (Kind, String), name: String, why: String) {
+        if self.versions.remove(&id).is_some()
+            && let Err(e) = self
+                .scheduler
+                .apply(Change::Delete(id.0, engine_key(&id.1)))
+        {
+            tracing::warn!("{name}: deleting it from the state: {e}");
+        }
+        self.excluded.insert(name, why);
+        self.applied += 1;
+    }
+}
+
+/// Whether the display name `name` (`Pod ml/web`, `Node n1`) is `kind`'s object `key`.
+fn named(name: &str, kind: Kind, key: &str) -> bool {
+    name.strip_prefix(kind.as_str())
+        .and_then(|rest| rest.strip_prefix(' '))
+        .is_some_and(|rest| rest == key.trim_start_matches('/'))
+}
+
+impl Mirror {
+    pub fn new(options: Options) -> Mirror {
+        Mirror {
+            options,
+            scheduler: None,
+            versions: HashMap::new(),
+            excluded: BTreeMap::new(),
+            resync: HashSet::new(),
+        }
+    }
+
+    /// The scheduler over the state (after the first [`sync`](Self::sync)).
+    pub fn scheduler(&mut self) -> Option<&mut Scheduler> {
+        self.scheduler.as_mut()
+    }
+
+    /// Reads these pods again in the next pass, whatever their version.
+    pub fn resync(&mut self, pods: impl IntoIterator<Item = String>) {
+        self.resync.extend(pods);
+    }
+
+    /// Brings the state up to the caches (with `assumed` laid over them).
+    pub fn sync(&mut self, caches: &Caches, assumed: &Assumed) -> Result<Synced, String> {
+        let changed = [
+            caches.nodes.take_changed(),
+            caches.resource_slices.take_changed(),
+            caches.resource_claim_templates.take_changed(),
+            caches.resource_claims.take_changed(),
+            caches.disruption_budgets.take_changed(),
+            caches.pod_groups.take_changed(),
+            caches.pods.take_changed(),
+        ];
+        let together = [
+            caches.namespaces.take_changed(),
+            caches.priority_classes.take_changed(),
+            caches.workloads.take_changed(),
+            caches.composite_pod_groups.take_changed(),
+            caches.device_classes.take_changed(),
+        ];
+        let mut resync: Vec<String> = std::mem::take(&mut self.resync).into_iter().collect();
+        resync.sort_unstable();
+        let any_together = together.iter().any(|c| c.relisted || !c.keys.is_empty());
+        if self.scheduler.is_none() || any_together {
+            self.rebuild(caches, assumed)?;
+            return Ok(Synced {
+                rebuilt: true,
+                applied: 0,
+            });
+        }
+        let scheduler = self.scheduler.as_mut().expect("checked above");
+        let mut step = Step {
+            scheduler,
+            versions: &mut self.versions,
+            excluded: &mut self.excluded,
+            assumed,
+            applied: 0,
+            rebuild: false,
+        };
+        for (alone, changed) in Alone::ALL.into_iter().zip(changed) {
+            let resync: &[String] = if matches!(alone, Alone::Pod) {
+                &resync
+            } else {
+                &[]
+            };
+            match alone {
+                Alone::Node => step.kind(alone, &caches.nodes, changed, resync),
+                Alone::ResourceSlice => step.kind(alone, &caches.resource_slices, changed, resync),
+                Alone::ResourceClaimTemplate => {
+                    step.kind(alone, &caches.resource_claim_templates, changed, resync)
+                }
+                Alone::ResourceClaim => step.kind(alone, &caches.resource_claims, changed, resync),
+                Alone::PodDisruptionBudget => {
+                    step.kind(alone, &caches.disruption_budgets, changed, resync)
+                }
+                Alone::PodGroup => step.kind(alone, &caches.pod_groups, changed, resync),
+                Alone::Pod => step.kind(alone, &caches.pods, changed, resync),
+            }
+            if step.rebuild {
+                break;
+            }
+        }
+        let (applied, rebuild) = (step.applied, step.rebuild);
+        if rebuild {
+            self.rebuild(caches, assumed)?;
+            return Ok(Synced {
+                rebuilt: true,
+                applied: 0,
+            });
+        }
+        Ok(Synced {
+            rebuilt: false,
+            applied,
+        })
+    }
+
+    /// Builds the state again from every cached object.
+    fn rebuild(&mut self, caches: &Caches, assumed: &Assumed) -> Result<(), String> {
+        self.scheduler = None;
+        let mut values = caches.values();
+        cycle::overlay(&mut values, assumed);
+        let (scheduler, excluded) = cycle::build(values, &self.options)?;
+        self.scheduler = Some(scheduler);
+        self.excluded = excluded.into_iter().collect();
+        self.versions.clear();
+        let excluded = &self.excluded;
+        let versions = &mut self.versions;
+        fn record<K>(
+            versions: &mut HashMap<(Kind, String), String>,
+            excluded: &BTreeMap<String, String>,
+            kind: Kind,
+            cache: &Cache<K>,
+        ) where
+            K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
+            K: Send + Sync + 'static,
+        {
+            for o in cache.all() {
+                let key = crate::cache::key(&*o);
+                if !excluded.keys().any(|name| named(name, kind, &key)) {
+                    versions.insert((kind, key), version(&*o));
+                }
+            }
+        }
+        record(versions, excluded, Kind::Node, &caches.nodes);
+        record(
+            versions,
+            excluded,
+            Kind::ResourceSlice,
+            &caches.resource_slices,
+        );
+        record(
+            versions,
+            excluded,
+            Kind::ResourceClaimTemplate,
+            &caches.resource_claim_templates,
+        );
+        record(
+            versions,
+            excluded,
+            Kind::ResourceClaim,
+            &caches.resource_claims,
+        );
+        record(
+            versions,
+            excluded,
+            Kind::PodDisruptionBudget,
+            &caches.disruption_budgets,
+        );
+        record(versions, excluded, Kind::PodGroup, &caches.pod_groups);
+        record(versions, excluded, Kind::Pod, &caches.pods);
+        Ok(())
+    }
+
+    /// The cluster the state holds (ids of decisions index it).
+    pub fn cluster(&self) -> Option<Arc<lockstep_model::Cluster>> {
+        self.scheduler
+            .as_ref()
+            .map(|s| Arc::clone(&s.snapshot.cluster))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_display_names() {
+        assert_eq!(engine_key("ml/web"), Key::namespaced("ml", "web"));
+        assert_eq!(engine_key("/n1"), Key::cluster("n1"));
+        assert!(named("Pod ml/web", Kind::Pod, "ml/web"));
+        assert!(named("Node n1", Kind::Node, "/n1"));
+        assert!(!named("Pod ml/web", Kind::Node, "ml/web"));
+        assert!(!named("Pod ml/webs", Kind::Pod, "ml/web"));
+    }
+}
