@@ -213,6 +213,25 @@ pub struct Scheduler {
     unproven: Vec<PodId>,
 }
 
+/// A change as [`Scheduler::apply`] saw it before applying it.
+enum Before {
+    Node,
+    Pod {
+        /// The pod's previous version, when there was one.
+        old: Option<OldPod>,
+        /// The new version belongs to a PodGroup.
+        grouped: bool,
+    },
+    Everything,
+}
+
+struct OldPod {
+    node: Option<NodeId>,
+    /// It had required anti-affinity (its leaving can open a whole domain).
+    wide: bool,
+    grouped: bool,
+}
+
 /// What a PodGroup's cycle depends on besides the cluster state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct UnitKey {
@@ -335,13 +354,93 @@ impl Scheduler {
         &mut self,
         change: crate::state::Change,
     ) -> Result<crate::state::Applied, crate::state::ChangeError> {
+        let before = self.before_change(&change);
         let applied = self.snapshot.apply(change)?;
-        self.changes.push(Logged::Everything);
         self.placed_epoch.resize(self.snapshot.pod_slots(), 0);
         if let crate::state::Applied::Pod(p) = applied {
             self.placed_epoch[p.index()] = 0;
         }
+        self.log_change(before, applied);
         Ok(applied)
+    }
+
+    /// What a change was about before it is applied, for [`log_change`](Self::log_change).
+    fn before_change(&self, change: &crate::state::Change) -> Before {
+        use crate::state::{Change, Kind, Object};
+        let s = &self.snapshot;
+        if s.dra.is_some() {
+            // Device changes and placements can move devices between pods and nodes.
+            return Before::Everything;
+        }
+        let pod = |ns: &str, name: &str| {
+            let id = s.pod_id(ns, name)?;
+            let p = s.pod(id);
+            Some(OldPod {
+                node: s.node_of(id),
+                wide: !p.pod_anti_affinity.required.is_empty(),
+                grouped: p.pod_group.is_some(),
+            })
+        };
+        match change {
+            Change::Add(Object::Node(_)) | Change::Update(Object::Node(_)) => Before::Node,
+            Change::Add(Object::Pod(p)) => Before::Pod {
+                old: None,
+                grouped: p.pod_group.is_some(),
+            },
+            Change::Update(Object::Pod(p)) => Before::Pod {
+                old: pod(&p.namespace, &p.name),
+                grouped: p.pod_group.is_some(),
+            },
+            Change::Delete(Kind::Pod, key) => match pod(&key.namespace, &key.name) {
+                Some(old) => Before::Pod {
+                    old: Some(old),
+                    grouped: false,
+                },
+                None => Before::Everything,
+            },
+            Change::Bind { pod: key, .. } => Before::Pod {
+                old: pod(&key.namespace, &key.name),
+                grouped: false,
+            },
+            _ => Before::Everything,
+        }
+    }
+
+    /// Logs what an applied change may do for pods that did not fit (see [`Queue`]): a
+    /// node added or changed is room on that node; a pod leaving a node frees room there;
+    /// a pod placed only matters to pods that look at other pods; a pending pod added or
+    /// changed helps nobody else, unless it belongs to a PodGroup (it may complete one).
+    /// Everything else (node deletes, pending pods deleted, every other kind, anything in
+    /// a cluster with devices) may help any pod.
+    ///
+    /// [`Queue`]: crate::Queue
+    fn log_change(&mut self, before: Before, applied: crate::state::Applied) {
+        use crate::state::Applied;
+        match (before, applied) {
+            (Before::Node, Applied::Node(n)) => self.changes.push(Logged::Freed(n)),
+            (Before::Pod { old, grouped }, Applied::Pod(id)) => {
+                let live = self.snapshot.is_live(id);
+                let grouped = grouped
+                    || old.as_ref().is_some_and(|o| o.grouped)
+                    || (live && self.snapshot.pod(id).pod_group.is_some());
+                let left = old.as_ref().and_then(|o| o.node.map(|n| (n, o.wide)));
+                let placed = live && self.snapshot.node_of(id).is_some();
+                let pending_deleted = !live && left.is_none();
+                if grouped || pending_deleted {
+                    self.changes.push(Logged::Everything);
+                    return;
+                }
+                match left {
+                    Some((_, true)) => self.changes.push(Logged::Everything),
+                    Some((n, false)) => self.changes.push(Logged::Freed(n)),
+                    None => {}
+                }
+                if placed {
+                    self.changes.push(Logged::Placed);
+                }
+            }
+            _ => self.changes.push(Logged::Everything),
+        }
     }
 
     /// The cluster state.

@@ -1,10 +1,12 @@
 //! The scheduling queue's hints: offering only the pods a change may have helped decides
 //! exactly what offering every pending pod decides (without preemption, where every
-//! failure the queue parks until a fitting node is freed is exact).
+//! failure the queue parks until a fitting node is freed is exact), whether the changes
+//! are releases or object changes through `Scheduler::apply` (nodes added, relabelled and
+//! deleted, running pods added and deleted, pods bound).
 
 use std::collections::BTreeSet;
 
-use lockstep_engine::{Options, Queue, Scheduler};
+use lockstep_engine::{Change, Key, Kind, Object, Options, Queue, Scheduler};
 use lockstep_model::{
     Cluster, LabelSelector, NodeId, PodAffinityTerm, PodId, TaintEffect, Toleration,
     TolerationOperator,
@@ -97,10 +99,105 @@ fn build(
 
 type Round = (Vec<(PodId, NodeId)>, Vec<PodId>);
 
+/// An object change between rounds: (what, a pick, a size). What: 0 adds a node (CPU from
+/// the size, `disk=ssd` when the pick is even), 1 toggles `disk=ssd` on a node, 2 adds a
+/// running pod (app `a0`/`a1`) on a node, 3 deletes a bound pod, 4 deletes a node (its
+/// pods stay, holding nothing), 5 binds a pending pod to a node through `Change::Bind`.
+type ObjectChange = (u8, usize, i64);
+
+/// Applies one object change; `bound` and `pending` follow it.
+fn change(
+    s: &mut Scheduler,
+    (what, pick, size): ObjectChange,
+    tag: &str,
+    bound: &mut Vec<PodId>,
+    pending: &mut BTreeSet<PodId>,
+) {
+    let nodes: Vec<String> = s
+        .state()
+        .nodes()
+        .iter()
+        .map(|&n| s.state().node(n).name.clone())
+        .collect();
+    let pick_node = || nodes.get(pick % nodes.len().max(1)).cloned();
+    let mut scratch = Cluster::default();
+    match what {
+        0 => {
+            let mut n = testkit::node(&mut scratch, &format!("x{tag}"), size, 64 * GI, 110);
+            n.labels.insert(
+                "topology.kubernetes.io/rack".into(),
+                format!("r{}", pick % 2),
+            );
+            if pick % 2 == 0 {
+                n.labels.insert("disk".into(), "ssd".into());
+            }
+            s.apply(Change::Add(Object::Node(n))).unwrap();
+        }
+        1 => {
+            let Some(name) = pick_node() else { return };
+            let id = s.state().node_id(&name).unwrap();
+            let mut n = s.state().node(id).clone();
+            if n.labels.remove("disk").is_none() {
+                n.labels.insert("disk".into(), "ssd".into());
+            }
+            s.apply(Change::Update(Object::Node(n))).unwrap();
+        }
+        2 => {
+            let Some(name) = pick_node() else { return };
+            let mut p = testkit::running(&mut scratch, &format!("r{tag}"), &name, size, 0, None);
+            p.labels.insert("app".into(), format!("a{}", pick % 2));
+            if let lockstep_engine::Applied::Pod(id) = s.apply(Change::Add(Object::Pod(p))).unwrap()
+            {
+                bound.push(id);
+            }
+        }
+        3 => {
+            if bound.is_empty() {
+                return;
+            }
+            let id = bound.remove(pick % bound.len());
+            let p = s.state().pod(id);
+            let key = Key::namespaced(&p.namespace, &p.name);
+            s.apply(Change::Delete(Kind::Pod, key)).unwrap();
+        }
+        4 => {
+            let Some(name) = pick_node() else { return };
+            s.apply(Change::Delete(Kind::Node, Key::cluster(name)))
+                .unwrap();
+        }
+        _ => {
+            let Some(name) = pick_node() else { return };
+            // A pending pod that is not in a group (a gang is bound by its cycle).
+            let Some(&id) = pending
+                .iter()
+                .filter(|&&p| s.state().pod(p).pod_group.is_none())
+                .nth(pick % pending.len().max(1))
+            else {
+                return;
+            };
+            let p = s.state().pod(id);
+            let key = Key::namespaced(&p.namespace, &p.name);
+            s.apply(Change::Bind {
+                pod: key,
+                node: name,
+            })
+            .unwrap();
+            pending.remove(&id);
+            bound.push(id);
+        }
+    }
+}
+
 /// Runs the plan: each round releases some bound pods, then the units arriving become
 /// pending, then one `schedule` call. `hints`: offer the arrivals and what the queue wakes;
 /// otherwise every pending pod.
-fn drive(plan: &Plan, releases: &[Vec<usize>], hints: bool, preemption: bool) -> Vec<Round> {
+fn drive(
+    plan: &Plan,
+    releases: &[Vec<usize>],
+    changes: &[Vec<ObjectChange>],
+    hints: bool,
+    preemption: bool,
+) -> Vec<Round> {
     let mut s = Scheduler::new(
         &plan.cluster,
         Options {
@@ -123,6 +220,15 @@ fn drive(plan: &Plan, releases: &[Vec<usize>], hints: bool, preemption: bool) ->
             }
             let p = bound.remove(pick % bound.len());
             s.release(p);
+        }
+        for (k, &c) in changes
+            .get(r)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+            .iter()
+            .enumerate()
+        {
+            change(&mut s, c, &format!("{r}-{k}"), &mut bound, &mut pending);
         }
         let mut fresh: Vec<PodId> = arrivals.iter().flatten().copied().collect();
         fresh.append(&mut returning);
@@ -182,6 +288,14 @@ fn unit_shape() -> impl Strategy<Value = UnitShape> {
     )
 }
 
+fn object_change() -> impl Strategy<Value = ObjectChange> {
+    (
+        0u8..6,
+        0usize..20,
+        prop::sample::select(vec![500i64, 1000, 2000, 4000]),
+    )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
@@ -191,10 +305,11 @@ proptest! {
         units in prop::collection::vec(unit_shape(), 2..14),
         arrive in prop::collection::vec(0usize..6, 1..14),
         releases in prop::collection::vec(prop::collection::vec(0usize..20, 0..4), 6),
+        changes in prop::collection::vec(prop::collection::vec(object_change(), 0..3), 6),
     ) {
         let plan = build(&nodes, &units, &arrive, 6);
-        let all = drive(&plan, &releases, false, false);
-        let hinted = drive(&plan, &releases, true, false);
+        let all = drive(&plan, &releases, &changes, false, false);
+        let hinted = drive(&plan, &releases, &changes, true, false);
         prop_assert_eq!(all, hinted);
     }
 }
@@ -235,9 +350,10 @@ fn a_pod_wakes_only_when_a_node_it_fits_is_freed() {
     assert!(queue.is_empty());
 }
 
-/// A gang's pods wake together, and a change through `apply` wakes every pod.
+/// A gang's pods wake together; a node added through `apply` wakes the pods that fit on
+/// it, and a change of another kind wakes every pod.
 #[test]
-fn gangs_wake_whole_and_object_changes_wake_everything() {
+fn gangs_wake_whole_and_object_changes_wake_who_they_may_help() {
     let mut c = Cluster::default();
     let o = testkit::node(&mut c, "a", 4000, 64 * GI, 110);
     c.nodes.push(o);
@@ -268,13 +384,29 @@ fn gangs_wake_whole_and_object_changes_wake_everything() {
     let position = s.change_position();
     queue.park(&s, lone, position, true);
     assert!(queue.wake(&mut s).is_empty(), "nothing changed");
-    let mut node = testkit::node(&mut Cluster::default(), "b", 1000, GI, 110);
-    node.labels.insert("new".into(), "yes".into());
-    s.apply(lockstep_engine::Change::Add(lockstep_engine::Object::Node(
-        node,
-    )))
-    .unwrap();
+    let small = testkit::node(&mut Cluster::default(), "b", 1000, GI, 110);
+    s.apply(Change::Add(Object::Node(small))).unwrap();
+    assert!(
+        queue.wake(&mut s).is_empty(),
+        "a 3-CPU pod cannot use a 1-CPU node"
+    );
+    let big = testkit::node(&mut Cluster::default(), "c", 4000, 64 * GI, 110);
+    s.apply(Change::Add(Object::Node(big))).unwrap();
     assert_eq!(queue.wake(&mut s), vec![lone]);
+
+    let position = s.change_position();
+    queue.park(&s, lone, position, true);
+    let budget = lockstep_model::PodDisruptionBudget {
+        namespace: "default".into(),
+        name: "b".into(),
+        selector: None,
+        disruptions_allowed: None,
+        min_available: None,
+        max_unavailable: None,
+    };
+    s.apply(Change::Add(Object::PodDisruptionBudget(budget)))
+        .unwrap();
+    assert_eq!(queue.wake(&mut s), vec![lone], "other kinds wake every pod");
 }
 
 fn no_preemption() -> Options {

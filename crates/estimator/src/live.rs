@@ -1,7 +1,9 @@
 //! A live member cluster (`--kubeconfig`): the same kube-runtime watch caches as
-//! `lockstep run` (`lockstep_live::cache`), turned into the member after every change, and
+//! `lockstep run` (`lockstep_live::cache`), applied to the member in place after every
+//! change (`lockstep_live::mirror`), and
 //! `GetUnschedulableReplicas` from the cached pods.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +13,10 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
+use lockstep_engine::{Change, ChangeError, ClusterState, Options};
 use lockstep_live::cache::Caches;
+use lockstep_live::cycle::Assumed;
+use lockstep_live::mirror::{Mirror, Target};
 use tonic::Status;
 
 use crate::member::Member;
@@ -50,27 +55,44 @@ impl Live {
         }))
     }
 
-    /// Keeps `state`'s member equal to the cluster: rebuilt after every change (objects
-    /// that cannot be read are left out and logged; a cluster the engine cannot take keeps
-    /// the previous member).
+    /// Keeps `state`'s member equal to the cluster: the objects each change touched are
+    /// applied to its state in place (as `lockstep run` keeps its own; objects that cannot
+    /// be read are left out and logged once; a cluster the engine cannot take keeps the
+    /// previous member). Requests wait while a change is applied.
     pub async fn follow(self: Arc<Self>, state: Arc<State>) {
+        let mut mirror = Some(Mirror::new(Options::default()));
+        let mut reported: BTreeSet<(String, String)> = BTreeSet::new();
         loop {
             let events = self.caches.signal.events();
-            let values = self.caches.values();
-            let built = tokio::task::spawn_blocking(move || {
-                let (cluster, excluded) = lockstep_live::cycle::load_leaving_out(values)?;
-                Member::new(cluster).map(|m| (m, excluded))
+            let m = mirror
+                .take()
+                .unwrap_or_else(|| Mirror::new(Options::default()));
+            let (caches, st) = (self.caches.clone(), state.clone());
+            let synced = tokio::task::spawn_blocking(move || {
+                let mut m = m;
+                let r = st.with_member_slot(|slot| m.sync(slot, &caches, &Assumed::default()));
+                (m, r)
             })
             .await;
-            match built {
-                Ok(Ok((member, excluded))) => {
-                    for (object, why) in excluded {
-                        tracing::warn!("{object} is left out of the estimates: {why}");
+            match synced {
+                Ok((m, r)) => {
+                    match r {
+                        Ok(_) => {
+                            for (object, why) in &m.excluded {
+                                if reported.insert((object.clone(), why.clone())) {
+                                    tracing::warn!("{object} is left out of the estimates: {why}");
+                                }
+                            }
+                        }
+                        Err(e) => tracing::warn!("the cluster's state cannot be read: {e}"),
                     }
-                    state.set_member(member);
+                    mirror = Some(m);
                 }
-                Ok(Err(e)) => tracing::warn!("the cluster's state cannot be read: {e}"),
-                Err(e) => tracing::warn!("reading the cluster's state failed: {e}"),
+                // A panic: the next round builds the member again.
+                Err(e) => {
+                    tracing::warn!("reading the cluster's state failed: {e}");
+                    state.with_member_slot(|slot| *slot = None);
+                }
             }
             if self.caches.signal.events() == events {
                 self.caches.signal.changed().await;
@@ -116,6 +138,22 @@ pub fn unschedulable_for(pod: &Pod, threshold: Duration, now: Timestamp) -> bool
                 since.as_secs_f64() > threshold.as_secs_f64()
             })
     })
+}
+
+impl Target for Member {
+    fn build(
+        values: Vec<(String, serde_json::Value)>,
+        _options: &Options,
+    ) -> Result<(Self, Vec<(String, String)>), String> {
+        let (cluster, excluded) = lockstep_live::cycle::load_leaving_out(values)?;
+        Member::new(cluster).map(|m| (m, excluded))
+    }
+    fn state(&self) -> &ClusterState {
+        Member::state(self)
+    }
+    fn apply(&mut self, change: Change) -> Result<lockstep_engine::Applied, ChangeError> {
+        Member::apply(self, change)
+    }
 }
 
 #[tonic::async_trait]

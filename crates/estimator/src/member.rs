@@ -85,6 +85,19 @@ impl Member {
         })
     }
 
+    /// The member's cluster state (with the last request's shape pods among the pods).
+    pub fn state(&self) -> &ClusterState {
+        &self.state
+    }
+
+    /// Applies a change of the cluster (a live member's watch event) to the state.
+    pub fn apply(
+        &mut self,
+        change: Change,
+    ) -> Result<lockstep_engine::Applied, lockstep_engine::ChangeError> {
+        self.state.apply(change)
+    }
+
     /// The member's objects (with the last request's shape pods among the pods).
     pub fn cluster(&self) -> Option<&Cluster> {
         Some(&self.state.cluster)

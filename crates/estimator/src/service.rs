@@ -42,6 +42,14 @@ impl State {
         }
     }
 
+    /// Runs `f` on the member slot under the member's lock (requests wait meanwhile).
+    pub fn with_member_slot<R>(&self, f: impl FnOnce(&mut Option<Member>) -> R) -> R {
+        match self.member.lock() {
+            Ok(mut m) => f(&mut m),
+            Err(poisoned) => f(&mut poisoned.into_inner()),
+        }
+    }
+
     /// Replaces the member (a live cluster changed).
     pub fn set_member(&self, member: Member) {
         match self.member.lock() {

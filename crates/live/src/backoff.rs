@@ -1,7 +1,8 @@
 //! Backoff of pods that did not fit, as kube-scheduler's queue does it: a pod that failed
-//! waits `initial × 2^(attempts-1)` (capped at `max`) before it is tried again, and is tried
-//! again only if the cluster changed since it failed, or after `max_unschedulable` without
-//! any change (kube-scheduler's `podMaxInUnschedulablePodsDuration`). Never a hot loop.
+//! waits `initial × 2^(attempts-1)` (capped at `max`) before it is tried again. Whether a
+//! change since could help it is the engine's queue's to say (`lockstep_engine::Queue`);
+//! after `max_unschedulable` without such a change it is tried anyway (kube-scheduler's
+//! `podMaxInUnschedulablePodsDuration`). Never a hot loop.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -10,8 +11,6 @@ use std::time::{Duration, Instant};
 struct Entry {
     attempts: u32,
     failed_at: Instant,
-    /// The watch event count when it failed.
-    events_at: u64,
 }
 
 /// Pods backing off, by `namespace/name`.
@@ -41,15 +40,14 @@ impl Backoff {
         doubled.min(self.max)
     }
 
-    /// Records that `pod` did not fit at `now`, when `events` watch events had been seen.
-    pub fn failed(&mut self, pod: &str, now: Instant, events: u64) {
+    /// Records that `pod` did not fit at `now`.
+    pub fn failed(&mut self, pod: &str, now: Instant) {
         let attempts = self.entries.get(pod).map_or(0, |e| e.attempts) + 1;
         self.entries.insert(
             pod.to_string(),
             Entry {
                 attempts,
                 failed_at: now,
-                events_at: events,
             },
         );
     }
@@ -64,26 +62,36 @@ impl Backoff {
         self.entries.retain(|k, _| pending.contains(k));
     }
 
-    fn is_held(&self, e: &Entry, now: Instant, events: u64) -> bool {
-        let waited = now.saturating_duration_since(e.failed_at);
-        waited < self.delay(e.attempts)
-            || (events == e.events_at && waited < self.max_unschedulable)
-    }
-
-    /// The pods not to try at `now`, `events` watch events having been seen.
-    pub fn held(&self, now: Instant, events: u64) -> BTreeSet<String> {
+    /// The pods still backing off at `now`: not to be tried, whatever changed.
+    pub fn held(&self, now: Instant) -> BTreeSet<String> {
         self.entries
             .iter()
-            .filter(|(_, e)| self.is_held(e, now, events))
+            .filter(|(_, e)| now.saturating_duration_since(e.failed_at) < self.delay(e.attempts))
             .map(|(k, _)| k.clone())
             .collect()
     }
 
-    /// When the next held pod's backoff ends (a pass is due then, if the cluster changed).
+    /// The pods that failed at least `max_unschedulable` ago: tried again even if no
+    /// change could help them.
+    pub fn flushed(&self, now: Instant) -> Vec<String> {
+        self.entries
+            .iter()
+            .filter(|(_, e)| now.saturating_duration_since(e.failed_at) >= self.max_unschedulable)
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// When the next pod's backoff, or its time in the unschedulable pods, ends (a pass is
+    /// due then).
     pub fn next_due(&self, now: Instant) -> Option<Instant> {
         self.entries
             .values()
-            .map(|e| e.failed_at + self.delay(e.attempts))
+            .flat_map(|e| {
+                [
+                    e.failed_at + self.delay(e.attempts),
+                    e.failed_at + self.max_unschedulable,
+                ]
+            })
             .filter(|&t| t > now)
             .min()
     }
@@ -94,25 +102,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn backoff_doubles_up_to_the_maximum_and_needs_a_change() {
+    fn backoff_doubles_up_to_the_maximum_then_five_minutes_flush() {
         let mut b = Backoff::new(Duration::from_secs(1), Duration::from_secs(10));
         let t0 = Instant::now();
-        b.failed("ml/a", t0, 7);
-        assert!(b.held(t0, 8).contains("ml/a"), "within 1 s");
+        b.failed("ml/a", t0);
+        assert!(b.held(t0).contains("ml/a"), "within 1 s");
         assert!(
-            b.held(t0 + Duration::from_millis(1500), 8).is_empty(),
-            "after 1 s, with a change"
+            b.held(t0 + Duration::from_millis(1500)).is_empty(),
+            "after 1 s"
         );
-        assert!(
-            b.held(t0 + Duration::from_millis(1500), 7).contains("ml/a"),
-            "no change since it failed"
-        );
-        assert!(
-            b.held(t0 + Duration::from_secs(301), 7).is_empty(),
-            "5 min without change"
+        assert!(b.flushed(t0 + Duration::from_secs(299)).is_empty());
+        assert_eq!(b.flushed(t0 + Duration::from_secs(300)), ["ml/a"]);
+        assert_eq!(b.next_due(t0), Some(t0 + Duration::from_secs(1)));
+        assert_eq!(
+            b.next_due(t0 + Duration::from_secs(2)),
+            Some(t0 + Duration::from_secs(300)),
+            "then the flush"
         );
         for _ in 0..9 {
-            b.failed("ml/a", t0, 7);
+            b.failed("ml/a", t0);
         }
         assert_eq!(
             b.next_due(t0),
@@ -120,6 +128,6 @@ mod tests {
             "capped at 10 s"
         );
         b.clear("ml/a");
-        assert!(b.held(t0, 8).is_empty());
+        assert!(b.held(t0).is_empty());
     }
 }

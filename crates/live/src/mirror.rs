@@ -18,10 +18,11 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Debug;
-use std::sync::Arc;
 
 use kube::Resource;
-use lockstep_engine::{Change, Key, Kind, Object, Options, Scheduler};
+use lockstep_engine::{
+    Applied, Change, ChangeError, ClusterState, Key, Kind, Object, Options, Scheduler,
+};
 use lockstep_manifests::Converted;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -29,10 +30,39 @@ use serde::de::DeserializeOwned;
 use crate::cache::{Cache, Caches, Changed};
 use crate::cycle::{self, Assumed};
 
-/// The engine state of `lockstep run` and what it was built from.
+/// What a [`Mirror`] keeps equal to the caches: the scheduler of `lockstep run`, or the
+/// member of a live estimator.
+pub trait Target: Sized {
+    /// Builds it from every cached object; objects that cannot be read are left out and
+    /// returned with why.
+    fn build(
+        values: Vec<(String, serde_json::Value)>,
+        options: &Options,
+    ) -> Result<(Self, Vec<(String, String)>), String>;
+    fn state(&self) -> &ClusterState;
+    fn apply(&mut self, change: Change) -> Result<Applied, ChangeError>;
+}
+
+impl Target for Scheduler {
+    fn build(
+        values: Vec<(String, serde_json::Value)>,
+        options: &Options,
+    ) -> Result<(Self, Vec<(String, String)>), String> {
+        cycle::build(values, options)
+    }
+    fn state(&self) -> &ClusterState {
+        Scheduler::state(self)
+    }
+    fn apply(&mut self, change: Change) -> Result<Applied, ChangeError> {
+        Scheduler::apply(self, change)
+    }
+}
+
+/// What the state a [`Target`] holds was built from. The target itself is the caller's
+/// (`Option<T>`: `None` until the first sync), so a service can keep it under its own lock.
+/// One mirror per [`Caches`]: a sync takes the caches' notes of what changed.
 pub struct Mirror {
     options: Options,
-    scheduler: Option<Scheduler>,
     /// The resourceVersion of every object the state holds, by kind and key.
     versions: HashMap<(Kind, String), String>,
     /// Objects left out, by display name (`Pod ml/web`), with why.
@@ -43,12 +73,14 @@ pub struct Mirror {
 }
 
 /// What [`Mirror::sync`] did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Synced {
-    /// The state was built again from every cached object.
+    /// The state was built again from every cached object (ids from before mean nothing).
     pub rebuilt: bool,
     /// Objects applied one by one (adds, updates and deletes).
     pub applied: usize,
+    /// The pod slots those changes added, changed or emptied.
+    pub pods: Vec<lockstep_model::PodId>,
 }
 
 /// A kind's objects converted one by one, in the order they are applied (nodes before the
@@ -113,17 +145,18 @@ fn version<K: Resource>(o: &K) -> String {
 }
 
 /// One incremental pass over a kind: what changed, then each object read or deleted.
-struct Step<'a> {
-    scheduler: &'a mut Scheduler,
+struct Step<'a, T> {
+    target: &'a mut T,
     versions: &'a mut HashMap<(Kind, String), String>,
     excluded: &'a mut BTreeMap<String, String>,
     assumed: &'a Assumed,
     applied: usize,
+    pods: Vec<lockstep_model::PodId>,
     /// Set when an object needs the whole state rebuilt.
     rebuild: bool,
 }
 
-impl Step<'_> {
+impl<T: Target> Step<'_, T> {
     fn kind<K>(&mut self, alone: Alone, cache: &Cache<K>, changed: Changed, resync: &[String])
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
@@ -158,14 +191,12 @@ impl Step<'_> {
     {
         let kind = alone.kind();
         let id = (kind, key.to_string());
+
         let Some(o) = cache.get(key) else {
-            if self.versions.remove(&id).is_some()
-                && let Err(e) = self.scheduler.apply(Change::Delete(kind, engine_key(key)))
-            {
-                tracing::warn!("{kind} {key}: deleting it from the state: {e}");
+            if self.versions.remove(&id).is_some() {
+                self.delete(kind, key);
             }
             self.excluded.retain(|name, _| !named(name, kind, key));
-            self.applied += 1;
             return;
         };
         let rv = version(&*o);
@@ -176,7 +207,7 @@ impl Step<'_> {
             return;
         };
         cycle::overlay_one(kind.as_str(), key, &mut value, self.assumed);
-        let state = &self.scheduler.snapshot;
+        let state = self.target.state();
         let mut names = state.cluster.resources.clone();
         let known = names.len();
         let converted = lockstep_manifests::convert_object(
@@ -215,33 +246,61 @@ impl Step<'_> {
             }
         }
         let held = self.versions.contains_key(&id);
+        // A new version the engine reads the same (a status lockstep wrote, a heartbeat)
+        // is not a change; a pod read again after a decision always is (its placement in
+        // the state may differ from its object).
+        let unchanged = held
+            && !forced
+            && match &converted {
+                Converted::Pod(p) => state
+                    .pod_id(&p.namespace, &p.name)
+                    .is_some_and(|id| state.pod(id) == p),
+                Converted::Node(n) => state.node_id(&n.name).is_some_and(|id| state.node(id) == n),
+                _ => false,
+            };
+        if unchanged {
+            self.versions.insert(id, rv);
+            return;
+        }
         let o = object(converted);
         let change = if held {
             Change::Update(o)
         } else {
             Change::Add(o)
         };
-        match self.scheduler.apply(change) {
-            Ok(_) => {
+        match self.target.apply(change) {
+            Ok(applied) => {
+                if let Applied::Pod(p) = applied {
+                    self.pods.push(p);
+                }
                 self.versions.insert(id, rv);
                 self.excluded.remove(&name);
+                self.applied += 1;
             }
             Err(e) => self.leave_out(id, name, e.to_string()),
+        }
+    }
+
+    /// Deletes an object the state holds.
+    fn delete(&mut self, kind: Kind, key: &str) {
+        let key = engine_key(key);
+        if kind == Kind::Pod
+            && let Some(p) = self.target.state().pod_id(&key.namespace, &key.name)
+        {
+            self.pods.push(p);
+        }
+        if let Err(e) = self.target.apply(Change::Delete(kind, key.clone())) {
+            tracing::warn!("{kind} {key}: deleting it from the state: {e}");
         }
         self.applied += 1;
     }
 
     /// Leaves an object out: its previous version is deleted from the state.
     fn leave_out(&mut self, id: (Kind, String), name: String, why: String) {
-        if self.versions.remove(&id).is_some()
-            && let Err(e) = self
-                .scheduler
-                .apply(Change::Delete(id.0, engine_key(&id.1)))
-        {
-            tracing::warn!("{name}: deleting it from the state: {e}");
+        if self.versions.remove(&id).is_some() {
+            self.delete(id.0, &id.1);
         }
         self.excluded.insert(name, why);
-        self.applied += 1;
     }
 }
 
@@ -256,16 +315,10 @@ impl Mirror {
     pub fn new(options: Options) -> Mirror {
         Mirror {
             options,
-            scheduler: None,
             versions: HashMap::new(),
             excluded: BTreeMap::new(),
             resync: HashSet::new(),
         }
-    }
-
-    /// The scheduler over the state (after the first [`sync`](Self::sync)).
-    pub fn scheduler(&mut self) -> Option<&mut Scheduler> {
-        self.scheduler.as_mut()
     }
 
     /// Reads these pods again in the next pass, whatever their version.
@@ -273,8 +326,14 @@ impl Mirror {
         self.resync.extend(pods);
     }
 
-    /// Brings the state up to the caches (with `assumed` laid over them).
-    pub fn sync(&mut self, caches: &Caches, assumed: &Assumed) -> Result<Synced, String> {
+    /// Brings `target`'s state up to the caches (with `assumed` laid over them); builds it
+    /// when it is `None`.
+    pub fn sync<T: Target>(
+        &mut self,
+        target: &mut Option<T>,
+        caches: &Caches,
+        assumed: &Assumed,
+    ) -> Result<Synced, String> {
         let changed = [
             caches.nodes.take_changed(),
             caches.resource_slices.take_changed(),
@@ -294,20 +353,20 @@ impl Mirror {
         let mut resync: Vec<String> = std::mem::take(&mut self.resync).into_iter().collect();
         resync.sort_unstable();
         let any_together = together.iter().any(|c| c.relisted || !c.keys.is_empty());
-        if self.scheduler.is_none() || any_together {
-            self.rebuild(caches, assumed)?;
+        if target.is_none() || any_together {
+            self.rebuild(target, caches, assumed)?;
             return Ok(Synced {
                 rebuilt: true,
-                applied: 0,
+                ..Synced::default()
             });
         }
-        let scheduler = self.scheduler.as_mut().expect("checked above");
         let mut step = Step {
-            scheduler,
+            target: target.as_mut().expect("checked above"),
             versions: &mut self.versions,
             excluded: &mut self.excluded,
             assumed,
             applied: 0,
+            pods: Vec::new(),
             rebuild: false,
         };
         for (alone, changed) in Alone::ALL.into_iter().zip(changed) {
@@ -333,27 +392,33 @@ impl Mirror {
                 break;
             }
         }
-        let (applied, rebuild) = (step.applied, step.rebuild);
+        let (applied, rebuild, pods) = (step.applied, step.rebuild, step.pods);
         if rebuild {
-            self.rebuild(caches, assumed)?;
+            self.rebuild(target, caches, assumed)?;
             return Ok(Synced {
                 rebuilt: true,
-                applied: 0,
+                ..Synced::default()
             });
         }
         Ok(Synced {
             rebuilt: false,
             applied,
+            pods,
         })
     }
 
     /// Builds the state again from every cached object.
-    fn rebuild(&mut self, caches: &Caches, assumed: &Assumed) -> Result<(), String> {
-        self.scheduler = None;
+    fn rebuild<T: Target>(
+        &mut self,
+        target: &mut Option<T>,
+        caches: &Caches,
+        assumed: &Assumed,
+    ) -> Result<(), String> {
         let mut values = caches.values();
         cycle::overlay(&mut values, assumed);
-        let (scheduler, excluded) = cycle::build(values, &self.options)?;
-        self.scheduler = Some(scheduler);
+        // On failure the previous target stays (it is the last state that could be built).
+        let (built, excluded) = T::build(values, &self.options)?;
+        *target = Some(built);
         self.excluded = excluded.into_iter().collect();
         self.versions.clear();
         let excluded = &self.excluded;
@@ -402,13 +467,6 @@ impl Mirror {
         record(versions, excluded, Kind::PodGroup, &caches.pod_groups);
         record(versions, excluded, Kind::Pod, &caches.pods);
         Ok(())
-    }
-
-    /// The cluster the state holds (ids of decisions index it).
-    pub fn cluster(&self) -> Option<Arc<lockstep_model::Cluster>> {
-        self.scheduler
-            .as_ref()
-            .map(|s| Arc::clone(&s.snapshot.cluster))
     }
 }
 

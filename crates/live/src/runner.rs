@@ -11,7 +11,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::events::{Recorder, Reporter};
-use lockstep_engine::Options;
+use lockstep_engine::{Options, Queue, Scheduler};
+use lockstep_model::PodId;
 
 use crate::act::Writer;
 use crate::backoff::Backoff;
@@ -177,47 +178,101 @@ fn prune(assumed: &mut Assumed, caches: &Caches) {
         .retain(|k, _| claims.get(k).is_some_and(|allocated| !allocated));
 }
 
-/// One pass: the state brought up to the caches, then the pods `offered` scheduled.
-fn plan(
-    mirror: &mut Mirror,
-    caches: &Caches,
-    assumed: &Assumed,
-    offered: &[String],
-) -> Result<(Pass, crate::mirror::Synced), String> {
-    let synced = mirror.sync(caches, assumed)?;
-    let excluded: Vec<(String, String)> = mirror
-        .excluded
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let scheduler = mirror.scheduler().expect("a synced mirror has a scheduler");
-    let state = scheduler.state();
-    let ids: Vec<lockstep_model::PodId> = offered
-        .iter()
-        .filter_map(|k| {
+/// The engine side of the loop: the state kept equal to the caches, the scheduler over it,
+/// and the pods that did not fit, each parked until a change may help it.
+struct Engine {
+    mirror: Mirror,
+    scheduler: Option<Scheduler>,
+    queue: Queue,
+}
+
+/// What one pass did besides its decisions.
+struct Round {
+    synced: crate::mirror::Synced,
+    /// Pods offered to the engine.
+    offered: usize,
+    /// Pods parked after the pass (no change since their attempt could help them).
+    parked: usize,
+}
+
+impl Engine {
+    /// One pass: the state brought up to the caches, then the pending pods `candidates`
+    /// that no parked attempt rules out scheduled (`flushed`: pods tried again whatever
+    /// changed).
+    fn pass(
+        &mut self,
+        caches: &Caches,
+        assumed: &Assumed,
+        candidates: &[String],
+        flushed: &[String],
+    ) -> Result<(Pass, Round), String> {
+        let synced = self.mirror.sync(&mut self.scheduler, caches, assumed)?;
+        let excluded: Vec<(String, String)> = self
+            .mirror
+            .excluded
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let scheduler = self
+            .scheduler
+            .as_mut()
+            .expect("a synced mirror has a scheduler");
+        if synced.rebuilt {
+            self.queue = Queue::new();
+        }
+        let id_of = |state: &lockstep_engine::ClusterState, k: &str| {
             let (ns, name) = k.split_once('/')?;
             state.pod_id(ns, name)
-        })
-        .filter(|&p| state.node_of(p).is_none())
-        .collect();
-    let (batched_before, _) = scheduler.cycle_counts();
-    let g = scheduler.gang_search_counts();
-    let decisions = scheduler.schedule(&ids);
-    let (batched, _) = scheduler.cycle_counts();
-    let h = scheduler.gang_search_counts();
-    let pass = Pass {
-        cluster: Arc::clone(&scheduler.snapshot.cluster),
-        decisions,
-        excluded,
-        batched_cycles: batched - batched_before,
-        gang_search: lockstep_engine::GangSearchCounts {
-            searches: h.searches - g.searches,
-            placed: h.placed - g.placed,
-            exhausted: h.exhausted - g.exhausted,
-            steps: h.steps - g.steps,
-        },
-    };
-    Ok((pass, synced))
+        };
+        // A pod whose object changed is a new attempt.
+        for &p in &synced.pods {
+            self.queue.remove(p);
+        }
+        for k in flushed {
+            if let Some(p) = id_of(scheduler.state(), k) {
+                self.queue.remove(p);
+            }
+        }
+        self.queue.wake(scheduler);
+        let state = scheduler.state();
+        let ids: Vec<PodId> = candidates
+            .iter()
+            .filter_map(|k| id_of(state, k))
+            .filter(|&p| state.node_of(p).is_none() && !self.queue.contains(p))
+            .collect();
+        let (batched_before, _) = scheduler.cycle_counts();
+        let g = scheduler.gang_search_counts();
+        let position = scheduler.change_position();
+        let decisions = scheduler.schedule(&ids);
+        let mut unproven: Vec<PodId> = scheduler.unproven_failures().to_vec();
+        unproven.extend(decisions.waiting.iter().map(|(p, _)| *p));
+        for &p in &ids {
+            if scheduler.state().node_of(p).is_none() {
+                self.queue
+                    .park(scheduler, p, position, !unproven.contains(&p));
+            }
+        }
+        let (batched, _) = scheduler.cycle_counts();
+        let h = scheduler.gang_search_counts();
+        let pass = Pass {
+            cluster: Arc::clone(&scheduler.snapshot.cluster),
+            decisions,
+            excluded,
+            batched_cycles: batched - batched_before,
+            gang_search: lockstep_engine::GangSearchCounts {
+                searches: h.searches - g.searches,
+                placed: h.placed - g.placed,
+                exhausted: h.exhausted - g.exhausted,
+                steps: h.steps - g.steps,
+            },
+        };
+        let round = Round {
+            synced,
+            offered: ids.len(),
+            parked: self.queue.len(),
+        };
+        Ok((pass, round))
+    }
 }
 
 /// Runs the live scheduler until `shutdown` completes: then it stops taking pods, lets the
@@ -276,7 +331,11 @@ pub async fn run(
         metrics: metrics.clone(),
     };
     let mut assumed = Assumed::default();
-    let mut mirror = Some(Mirror::new(config.options.clone()));
+    let mut engine = Some(Engine {
+        mirror: Mirror::new(config.options.clone()),
+        scheduler: None,
+        queue: Queue::new(),
+    });
     let mut backoff = Backoff::new(config.initial_backoff, config.max_backoff);
     let mut reported: BTreeSet<(String, String)> = BTreeSet::new();
     let mut first = true;
@@ -306,23 +365,20 @@ pub async fn run(
             tokio::time::sleep(DEBOUNCE).await;
         }
         first = false;
-        let events = caches.signal.events();
         prune(&mut assumed, &caches);
         let pods = caches.pods.all();
         let (all_pending, waiting) = pending(&pods, &scheduler);
         backoff.retain(&all_pending);
-        let mut held = backoff.held(Instant::now(), events);
+        let now = Instant::now();
+        let mut held = backoff.held(now);
+        let flushed = backoff.flushed(now);
         let backing_off = held.len();
         held.extend(waiting.iter().cloned());
-        let pending_now: Vec<String> = all_pending
+        let candidates: Vec<String> = all_pending
             .iter()
             .filter(|k| !held.contains(*k) && !assumed.bound.contains_key(*k))
             .cloned()
             .collect();
-        metrics
-            .pending
-            .get_or_create(&QueueLabel { queue: "active" })
-            .set(pending_now.len() as i64);
         metrics
             .pending
             .get_or_create(&QueueLabel { queue: "backoff" })
@@ -331,35 +387,50 @@ pub async fn run(
             .pending
             .get_or_create(&QueueLabel { queue: "waiting" })
             .set(waiting.len() as i64);
-        if pending_now.is_empty() {
+        if candidates.is_empty() {
+            metrics
+                .pending
+                .get_or_create(&QueueLabel { queue: "active" })
+                .set(0);
             continue;
         }
         let started = Instant::now();
-        let mut m = mirror.take().expect("the mirror is back after every pass");
-        let (c, a, offered) = (caches.clone(), assumed.clone(), pending_now.len());
-        let (m, pass) = tokio::task::spawn_blocking(move || {
-            let pass = plan(&mut m, &c, &a, &pending_now);
-            (m, pass)
+        let mut e = engine.take().expect("the engine is back after every pass");
+        let (c, a) = (caches.clone(), assumed.clone());
+        let (e, pass) = tokio::task::spawn_blocking(move || {
+            let pass = e.pass(&c, &a, &candidates, &flushed);
+            (e, pass)
         })
         .await
         .map_err(|e| Error::Api(format!("a scheduling pass panicked: {e}")))?;
-        mirror = Some(m);
+        engine = Some(e);
         metrics
             .pass_duration
             .observe(started.elapsed().as_secs_f64());
-        let pass = match pass {
-            Ok((p, synced)) => {
-                if synced.rebuilt {
-                    metrics.state_rebuilds.inc();
-                }
-                metrics.state_changes.inc_by(synced.applied as u64);
-                p
-            }
+        let (pass, round) = match pass {
+            Ok(p) => p,
             Err(e) => {
                 tracing::error!("scheduling pass: {e}");
                 continue;
             }
         };
+        if round.synced.rebuilt {
+            metrics.state_rebuilds.inc();
+        }
+        metrics.state_changes.inc_by(round.synced.applied as u64);
+        metrics
+            .pending
+            .get_or_create(&QueueLabel { queue: "active" })
+            .set(round.offered as i64);
+        metrics
+            .pending
+            .get_or_create(&QueueLabel {
+                queue: "unschedulable",
+            })
+            .set(round.parked as i64);
+        if round.offered == 0 {
+            continue;
+        }
         metrics.bad_objects.set(pass.excluded.len() as i64);
         metrics.batched.inc_by(pass.batched_cycles);
         let g = pass.gang_search;
@@ -393,12 +464,12 @@ pub async fn run(
             .chain(outcome.failed.keys().cloned())
             .collect();
         drop(pass);
-        if let Some(m) = mirror.as_mut() {
-            m.resync(again);
+        if let Some(e) = engine.as_mut() {
+            e.mirror.resync(again);
         }
         let now = Instant::now();
         for k in outcome.unschedulable.iter().chain(outcome.failed.keys()) {
-            backoff.failed(k, now, caches.signal.events());
+            backoff.failed(k, now);
         }
         for k in outcome.bound.keys() {
             backoff.clear(k);
@@ -409,7 +480,7 @@ pub async fn run(
             nominated = outcome.nominated.len(),
             failed = outcome.failed.len(),
             "pass over {} pending pods in {:.1} ms",
-            offered,
+            round.offered,
             started.elapsed().as_secs_f64() * 1000.0
         );
     }

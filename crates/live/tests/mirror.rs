@@ -2,15 +2,41 @@
 //! kube-apiserver (testenv/), equals the state built from scratch from the same caches, and
 //! decides the same — without being rebuilt for pod, node, claim, budget or PodGroup changes.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use lockstep_engine::Options;
+use lockstep_engine::{Options, Scheduler};
 use lockstep_live::cache::Caches;
 use lockstep_live::cycle::Assumed;
 use lockstep_live::mirror::Mirror;
+
+/// A mirror and the scheduler it keeps.
+struct Kept {
+    mirror: Mirror,
+    scheduler: Option<Scheduler>,
+}
+
+impl Kept {
+    fn new() -> Kept {
+        Kept {
+            mirror: Mirror::new(options()),
+            scheduler: None,
+        }
+    }
+
+    fn sync(&mut self, caches: &Caches) -> lockstep_live::mirror::Synced {
+        self.mirror
+            .sync(&mut self.scheduler, caches, &Assumed::default())
+            .unwrap()
+    }
+
+    fn scheduler(&mut self) -> &mut Scheduler {
+        self.scheduler.as_mut().expect("synced")
+    }
+}
 use lockstep_testenv::objects::{create_all, parse_documents};
 use lockstep_testenv::{ControlPlane, Options as PlaneOptions};
 use serde_json::{Value, json};
@@ -49,8 +75,8 @@ fn pod(name: &str, cpu: &str, node: Option<&str>, extra: &str) -> String {
 }
 
 /// The pending pods' bindings (pod, node) when every pending pod is offered.
-fn decide(mirror: &mut Mirror) -> Vec<(String, String)> {
-    let scheduler = mirror.scheduler().expect("synced");
+fn decide(mirror: &mut Kept) -> Vec<(String, String)> {
+    let scheduler = mirror.scheduler();
     let state = scheduler.state();
     let pending: Vec<_> = state
         .pod_ids()
@@ -70,42 +96,51 @@ fn decide(mirror: &mut Mirror) -> Vec<(String, String)> {
 /// Both states decide the same for every pending pod; then the decided pods, assumed in
 /// `mirror`'s state only, are read again from the caches (as `lockstep run` does for
 /// decisions it does not carry out).
-async fn decide_alike(mirror: &mut Mirror, caches: &Caches) {
+async fn decide_alike(mirror: &mut Kept, caches: &Caches) {
     let ours = decide(mirror);
-    let mut fresh = Mirror::new(options());
-    fresh.sync(caches, &Assumed::default()).unwrap();
+    let mut fresh = from_scratch(caches).0;
     assert_eq!(ours, decide(&mut fresh));
     assert!(!ours.is_empty(), "the scenario places pods");
-    mirror.resync(ours.into_iter().map(|(pod, _)| pod));
+    mirror.mirror.resync(ours.into_iter().map(|(pod, _)| pod));
     agrees(mirror, caches).await;
+}
+
+/// A scheduler built from every cached object (not through a mirror: a mirror takes the
+/// caches' notes of what changed), and the objects left out.
+fn from_scratch(caches: &Caches) -> (Kept, BTreeMap<String, String>) {
+    let (scheduler, excluded) = lockstep_live::cycle::build(caches.values(), &options()).unwrap();
+    let kept = Kept {
+        mirror: Mirror::new(options()),
+        scheduler: Some(scheduler),
+    };
+    (kept, excluded.into_iter().collect())
 }
 
 /// Syncs `mirror` and compares it with a state built from scratch from the same caches,
 /// until they agree (the caches may be mid-update) or 20 s pass. Returns how many objects
 /// the last sync applied one by one.
-async fn agrees(mirror: &mut Mirror, caches: &Caches) -> usize {
+async fn agrees(mirror: &mut Kept, caches: &Caches) -> usize {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let mut applied = 0;
     loop {
-        let synced = mirror.sync(caches, &Assumed::default()).unwrap();
+        let synced = mirror.sync(caches);
         assert!(
             !synced.rebuilt,
             "pod, node, claim, budget and PodGroup changes are applied in place"
         );
         applied += synced.applied;
-        let mut fresh = Mirror::new(options());
-        assert!(fresh.sync(caches, &Assumed::default()).unwrap().rebuilt);
-        let ours = mirror.scheduler().unwrap().state().describe();
-        let theirs = fresh.scheduler().unwrap().state().describe();
-        if ours == theirs && mirror.excluded == fresh.excluded {
+        let (mut fresh, excluded) = from_scratch(caches);
+        let ours = mirror.scheduler().state().describe();
+        let theirs = fresh.scheduler().state().describe();
+        if ours == theirs && mirror.mirror.excluded == excluded {
             return applied;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
             "the state kept in place differs from the state built from scratch:\n\
              in place:\n{ours}\nfrom scratch:\n{theirs}\nleft out: {:?} vs {:?}",
-            mirror.excluded,
-            fresh.excluded
+            mirror.mirror.excluded,
+            excluded
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -130,8 +165,8 @@ async fn the_state_changed_in_place_equals_the_state_built_from_scratch() {
         .await
         .expect("the caches sync")
         .unwrap();
-    let mut mirror = Mirror::new(options());
-    assert!(mirror.sync(&caches, &Assumed::default()).unwrap().rebuilt);
+    let mut mirror = Kept::new();
+    assert!(mirror.sync(&caches).rebuilt);
 
     // Nodes and pods arrive, pending and bound.
     let spread = "  topologySpreadConstraints:\n  - {maxSkew: 1, topologyKey: zone, \
@@ -233,8 +268,8 @@ async fn the_state_changed_in_place_equals_the_state_built_from_scratch() {
         .unwrap();
     let why = tokio::time::timeout(Duration::from_secs(20), async {
         loop {
-            mirror.sync(&caches, &Assumed::default()).unwrap();
-            if let Some(why) = mirror.excluded.get("Node n2") {
+            mirror.sync(&caches);
+            if let Some(why) = mirror.mirror.excluded.get("Node n2") {
                 return why.clone();
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -243,7 +278,7 @@ async fn the_state_changed_in_place_equals_the_state_built_from_scratch() {
     .await
     .expect("the node without allocatable resources is left out");
     assert!(why.contains("allocatable"), "{why}");
-    assert!(mirror.scheduler().unwrap().state().node_id("n2").is_none());
+    assert!(mirror.scheduler().state().node_id("n2").is_none());
     agrees(&mut mirror, &caches).await;
     nodes
         .patch_status(
@@ -257,7 +292,7 @@ async fn the_state_changed_in_place_equals_the_state_built_from_scratch() {
         .await
         .unwrap();
     agrees(&mut mirror, &caches).await;
-    assert!(mirror.excluded.is_empty());
+    assert!(mirror.mirror.excluded.is_empty());
     drop(caches);
     let mut plane = plane;
     plane.stop();

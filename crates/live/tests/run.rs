@@ -186,6 +186,93 @@ status: {allocatable: {cpu: "8", memory: 16Gi, pods: "110"}}
     run.stop().await;
 }
 
+/// A free loopback port for the metrics of one test.
+fn free_port() -> std::net::SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+/// The value of a counter or gauge line of `lockstep run`'s `/metrics` (0 when absent).
+async fn metric(address: std::net::SocketAddr, line_start: &str) -> f64 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut text = String::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut text))
+        .await
+        .expect("metrics within 5 s")
+        .unwrap();
+    text.lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// A pod that did not fit is tried again only after a change that may help it: other
+/// pods arriving and status writes do not retry it, a node where it fits does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unschedulable_pod_is_retried_only_by_a_change_that_may_help_it() {
+    let (plane, client) = setup(NODES).await;
+    let address = free_port();
+    let run = Running::start(Config {
+        metrics_address: Some(address),
+        ..config(&plane)
+    });
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let unschedulable = |name: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let p = pods.get(name).await.ok()?;
+            let c = p
+                .status?
+                .conditions?
+                .into_iter()
+                .find(|c| c.type_ == "PodScheduled")?;
+            (c.status == "False").then_some(())
+        }
+    };
+    create(&client, &pod("wide", "lockstep", "5", "")).await;
+    eventually("wide to be unschedulable", || unschedulable("wide")).await;
+    for name in ["tall-0", "tall-1", "tall-2"] {
+        create(&client, &pod(name, "lockstep", "7", "")).await;
+    }
+    for name in ["tall-0", "tall-1", "tall-2"] {
+        eventually("the tall pods to be unschedulable", || unschedulable(name)).await;
+    }
+    // Several backoff periods (200 ms doubling to 1 s) pass with watch events (the pods'
+    // own status writes) but no change that could help any of them.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let attempts = metric(
+        address,
+        "lockstep_schedule_attempts_total{result=\"unschedulable\"}",
+    )
+    .await;
+    assert_eq!(attempts, 4.0, "each pod tried once");
+    let parked = metric(address, "lockstep_pending_pods{queue=\"unschedulable\"}").await;
+    assert_eq!(parked, 4.0);
+    create(
+        &client,
+        r#"
+apiVersion: v1
+kind: Node
+metadata: {name: node-c, labels: {kubernetes.io/hostname: node-c}}
+status: {allocatable: {cpu: "6", memory: 16Gi, pods: "110"}}
+"#,
+    )
+    .await;
+    let node = eventually("wide to be bound on the new node", || {
+        node_of(&client, "default", "wide")
+    })
+    .await;
+    assert_eq!(node, "node-c");
+    let changes = metric(address, "lockstep_state_changes_total").await;
+    assert!(changes > 0.0, "changes are applied in place");
+    run.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gang_is_bound_only_when_all_its_members_fit() {
     let (plane, client) = setup(NODES).await;

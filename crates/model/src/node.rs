@@ -75,7 +75,7 @@ impl NodeId {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
     pub name: String,
     pub labels: Labels,

@@ -109,7 +109,7 @@ pub struct TopologySpreadConstraint {
     pub node_taints_policy: InclusionPolicy,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pod {
     pub namespace: String,
     pub name: String,
