@@ -416,56 +416,38 @@ impl Mirror {
     ) -> Result<(), String> {
         let mut values = caches.values();
         cycle::overlay(&mut values, assumed);
+        // The versions of exactly the objects the state is built from: an object that
+        // changes while it is built is noted and read in the next sync.
+        let mut versions = HashMap::new();
+        for (name, v) in &values {
+            let kind = match v.get("kind").and_then(serde_json::Value::as_str) {
+                Some("Node") => Kind::Node,
+                Some("ResourceSlice") => Kind::ResourceSlice,
+                Some("ResourceClaimTemplate") => Kind::ResourceClaimTemplate,
+                Some("ResourceClaim") => Kind::ResourceClaim,
+                Some("PodDisruptionBudget") => Kind::PodDisruptionBudget,
+                Some("PodGroup") => Kind::PodGroup,
+                Some("Pod") => Kind::Pod,
+                _ => continue,
+            };
+            let text = |field: &str| {
+                v.pointer(&format!("/metadata/{field}"))
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            };
+            let key = format!("{}/{}", text("namespace"), text("name"));
+            versions.insert((kind, key), (name.clone(), text("resourceVersion")));
+        }
         // On failure the previous target stays (it is the last state that could be built).
         let (built, excluded) = T::build(values, &self.options)?;
         *target = Some(built);
         self.excluded = excluded.into_iter().collect();
-        self.versions.clear();
-        let excluded = &self.excluded;
-        let versions = &mut self.versions;
-        fn record<K>(
-            versions: &mut HashMap<(Kind, String), String>,
-            excluded: &BTreeMap<String, String>,
-            kind: Kind,
-            cache: &Cache<K>,
-        ) where
-            K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
-            K: Send + Sync + 'static,
-        {
-            for o in cache.all() {
-                let key = crate::cache::key(&*o);
-                if !excluded.keys().any(|name| named(name, kind, &key)) {
-                    versions.insert((kind, key), version(&*o));
-                }
-            }
-        }
-        record(versions, excluded, Kind::Node, &caches.nodes);
-        record(
-            versions,
-            excluded,
-            Kind::ResourceSlice,
-            &caches.resource_slices,
-        );
-        record(
-            versions,
-            excluded,
-            Kind::ResourceClaimTemplate,
-            &caches.resource_claim_templates,
-        );
-        record(
-            versions,
-            excluded,
-            Kind::ResourceClaim,
-            &caches.resource_claims,
-        );
-        record(
-            versions,
-            excluded,
-            Kind::PodDisruptionBudget,
-            &caches.disruption_budgets,
-        );
-        record(versions, excluded, Kind::PodGroup, &caches.pod_groups);
-        record(versions, excluded, Kind::Pod, &caches.pods);
+        self.versions = versions
+            .into_iter()
+            .filter(|(_, (name, _))| !self.excluded.contains_key(name))
+            .map(|(id, (_, rv))| (id, rv))
+            .collect();
         Ok(())
     }
 }

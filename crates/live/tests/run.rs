@@ -186,6 +186,58 @@ status: {allocatable: {cpu: "8", memory: 16Gi, pods: "110"}}
     run.stop().await;
 }
 
+/// Pods created many at a time while passes run are all bound: none is lost between the
+/// watch events and the state kept in place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_created_many_at_a_time_are_all_bound() {
+    use futures::StreamExt;
+    let nodes: String = (0..20)
+        .map(|i| {
+            format!(
+                "---\napiVersion: v1\nkind: Node\nmetadata: {{name: n{i:02}}}\nstatus: \
+                 {{allocatable: {{cpu: \"4\", memory: 32Gi, pods: \"110\"}}}}\n"
+            )
+        })
+        .collect();
+    let (plane, client) = setup(&nodes).await;
+    let run = Running::start(config(&plane));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let made: Vec<Pod> = (0..400)
+        .map(|i| {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("p{i:03}"), "namespace": "default"},
+                "spec": {"schedulerName": "lockstep", "containers": [{"name": "c",
+                    "image": "i", "resources": {"requests": {"cpu": "100m"}}}]}}))
+            .unwrap()
+        })
+        .collect();
+    futures::stream::iter(made)
+        .map(|p| {
+            let pods = pods.clone();
+            async move {
+                pods.create(&kube::api::PostParams::default(), &p)
+                    .await
+                    .unwrap()
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+    eventually("every pod to be bound", || {
+        let pods = pods.clone();
+        async move {
+            let list = pods
+                .list_metadata(&kube::api::ListParams::default().fields("spec.nodeName="))
+                .await
+                .ok()?;
+            list.items.is_empty().then_some(())
+        }
+    })
+    .await;
+    run.stop().await;
+}
+
 /// A free loopback port for the metrics of one test.
 fn free_port() -> std::net::SocketAddr {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
