@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::api::scheduling::v1beta1::PodGroup;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::{Client, Resource, ResourceExt};
 use lockstep_engine::ClaimDevices;
 use serde_json::{Value, json};
@@ -56,7 +56,7 @@ pub struct Outcome {
 /// Writes decisions for one scheduler name.
 pub struct Writer {
     pub client: Client,
-    pub recorder: Recorder,
+    pub events: crate::events::Events,
     pub scheduler_name: String,
     pub concurrency: usize,
     pub metrics: Arc<Metrics>,
@@ -96,6 +96,7 @@ fn pod_condition(pod: &Pod, type_: &str) -> Option<(String, String, String)> {
 }
 
 impl Writer {
+    /// Queues an event (written beside the scheduling work; see [`crate::events`]).
     async fn event(&self, object: ObjectReference, type_: EventType, reason: &str, note: String) {
         let ev = Event {
             type_,
@@ -104,8 +105,8 @@ impl Writer {
             action: "Scheduling".into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&ev, &object).await {
-            tracing::debug!("event {reason}: {e}");
+        if !self.events.send(object, ev) {
+            self.metrics.dropped_events.inc();
         }
     }
 

@@ -18,6 +18,7 @@ pub mod act;
 pub mod backoff;
 pub mod cache;
 pub mod cycle;
+pub mod events;
 pub mod leader;
 pub mod metrics;
 pub mod mirror;

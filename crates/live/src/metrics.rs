@@ -43,6 +43,8 @@ pub struct Metrics {
     pub gang_searches: Family<ResultLabel, Counter>,
     /// Objects left out of a pass because they cannot be read.
     pub bad_objects: Gauge,
+    /// Events dropped because the queue of events to write was full.
+    pub dropped_events: Counter,
     /// Times the engine's state was built again from every cached object.
     pub state_rebuilds: Counter,
     /// Objects applied to the engine's state one by one (adds, updates, deletes).
@@ -103,6 +105,12 @@ impl Metrics {
             "Objects left out of the last pass because they cannot be read",
             bad_objects.clone(),
         );
+        let dropped_events = Counter::default();
+        registry.register(
+            "dropped_events",
+            "Events dropped because the queue of events to write was full",
+            dropped_events.clone(),
+        );
         let state_rebuilds = Counter::default();
         registry.register(
             "state_rebuilds",
@@ -117,6 +125,7 @@ impl Metrics {
         );
         Metrics {
             registry,
+            dropped_events,
             state_rebuilds,
             state_changes,
             attempts,

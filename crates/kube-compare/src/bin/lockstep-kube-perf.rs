@@ -200,6 +200,13 @@ async fn run_once(args: &Args, which: Which) -> Result<f64> {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
     let args = Args::parse();
+    // `RUST_LOG=lockstep_live=info` shows each pass of `lockstep run` on stderr.
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     anyhow::ensure!(
         args.runs > 0 && args.nodes > 0 && args.pods > 0,
         "--runs, --nodes and --pods must be positive"
