@@ -120,6 +120,20 @@ where
     Ok(())
 }
 
+/// The resident memory of this process now and at its peak (Linux), for the report.
+fn memory() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<u64>().ok())
+            .map_or("?".to_string(), |kb| format!("{} MiB", kb / 1024))
+    };
+    format!("resident {}, peak {}", field("VmRSS:"), field("VmHWM:"))
+}
+
 /// Pods not bound yet (`spec.nodeName` empty), counted by the API server.
 async fn unbound(pods: &Api<Pod>) -> Result<usize> {
     let list = pods
@@ -186,6 +200,11 @@ async fn run_once(args: &Args, which: Which) -> Result<f64> {
     if let Some(task) = live {
         let _ = stop.send(());
         task.await??;
+    }
+    if which == Which::Lockstep {
+        // `lockstep run` runs in this process: its caches, state and client are what this
+        // process holds beyond the test harness.
+        eprintln!("  this process (lockstep run in it): {}", memory());
     }
     eprintln!(
         "  {} pods created in {:.2} s, all bound after {:.2} s: {:.0} pods/s",
