@@ -30,7 +30,7 @@ use kube::{Client, Resource, ResourceExt};
 use lockstep_engine::ClaimDevices;
 use serde_json::{Value, json};
 
-use crate::cache::{Caches, key};
+use crate::cache::{Cache, Caches, key};
 use crate::cycle::{Assumed, Pass};
 use crate::metrics::{Metrics, ResultLabel};
 
@@ -148,12 +148,9 @@ impl Writer {
         let cluster = &pass.cluster;
         let d = &pass.decisions;
         let mut out = Outcome::default();
-        let cached: BTreeMap<String, Arc<Pod>> = caches
-            .pods
-            .all()
-            .into_iter()
-            .map(|p| (key(&*p), p))
-            .collect();
+        // Pods are looked up in the cache by key: a pass costs its decisions, not the
+        // cluster's size.
+        let cached = &caches.pods;
 
         // Nodes victims are leaving, and the units (a pod, or a group of pods) placed there.
         let leaving: BTreeSet<usize> = d.evictions.iter().map(|e| e.node.index()).collect();
@@ -175,7 +172,7 @@ impl Writer {
         for e in &d.evictions {
             let victim = cluster.pods[e.pod.index()].key();
             let node = cluster.nodes[e.node.index()].name.clone();
-            if let Err(err) = self.evict(&victim, &e.preemptor, &node, &cached).await {
+            if let Err(err) = self.evict(&victim, &e.preemptor, &node, cached).await {
                 tracing::warn!("evicting {victim}: {err}");
             } else {
                 self.metrics.preemption_victims.inc();
@@ -197,13 +194,10 @@ impl Writer {
             let claims: Vec<&ClaimDevices> = d.allocations.iter().filter(|a| a.pod == *p).collect();
             binds.push((pod_key, node, claims));
         }
-        let cached_ref = &cached;
         let mut writes = Vec::with_capacity(binds.len());
         for (pod_key, node, claims) in binds {
             writes.push(async move {
-                let r = self
-                    .bind(&pod_key, &node, &claims, cached_ref, caches)
-                    .await;
+                let r = self.bind(&pod_key, &node, &claims, cached, caches).await;
                 (pod_key, node, r)
             });
         }
@@ -222,8 +216,9 @@ impl Writer {
                             result: "scheduled",
                         })
                         .inc();
-                    if let Some(created) = cached
-                        .get(&pod_key)
+                    let pod = cached.get(&pod_key);
+                    if let Some(created) = pod
+                        .as_deref()
                         .and_then(|p| p.metadata.creation_timestamp.as_ref())
                     {
                         let secs = (k8s_openapi::jiff::Timestamp::now() - created.0)
@@ -255,7 +250,7 @@ impl Writer {
                 })
                 .inc();
             if let Some(pod) = cached.get(&pod_key)
-                && let Err(err) = self.unschedulable(pod, message).await
+                && let Err(err) = self.unschedulable(&pod, message).await
             {
                 tracing::warn!("writing PodScheduled of {pod_key}: {err}");
             }
@@ -277,7 +272,7 @@ impl Writer {
         victim: &str,
         preemptor: &str,
         node: &str,
-        cached: &BTreeMap<String, Arc<Pod>>,
+        cached: &Cache<Pod>,
     ) -> Result<(), kube::Error> {
         let (ns, name) = split(victim);
         let api = self.pods(ns);
@@ -327,7 +322,7 @@ impl Writer {
         pod_key: &str,
         node: &str,
         claims: &[&ClaimDevices],
-        cached: &BTreeMap<String, Arc<Pod>>,
+        cached: &Cache<Pod>,
         caches: &Caches,
     ) -> BindResult {
         let (ns, name) = split(pod_key);
@@ -337,7 +332,7 @@ impl Writer {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let mut written: BTreeMap<String, (Value, Option<Value>)> = BTreeMap::new();
         for c in claims {
-            match self.reserve(pod, &uid, node, c, caches).await {
+            match self.reserve(&pod, &uid, node, c, caches).await {
                 Ok((claim_key, status, previous)) => {
                     written.insert(claim_key, (status, previous));
                 }
@@ -381,12 +376,7 @@ impl Writer {
         caches: &Caches,
     ) -> Result<ResourceClaim, String> {
         let (ns, claim_name) = split(&c.claim);
-        if let Some(existing) = caches
-            .resource_claims
-            .all()
-            .into_iter()
-            .find(|rc| key(&**rc) == c.claim)
-        {
+        if let Some(existing) = caches.resource_claims.get(&c.claim) {
             return Ok((*existing).clone());
         }
         let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), ns);
@@ -408,9 +398,7 @@ impl Writer {
             .ok_or_else(|| format!("claim {} does not exist", c.claim))?;
         let template_spec = caches
             .resource_claim_templates
-            .all()
-            .into_iter()
-            .find(|t| t.namespace().as_deref() == Some(ns) && t.name_any() == template_name)
+            .get(&format!("{ns}/{template_name}"))
             .and_then(|t| t.spec.clone())
             .ok_or_else(|| format!("ResourceClaimTemplate {ns}/{template_name} does not exist"))?;
         let claim: ResourceClaim = serde_json::from_value(json!({

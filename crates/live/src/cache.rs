@@ -78,9 +78,13 @@ where
         }
         let (reader, writer) = reflector::store();
         let api: Api<K> = Api::all(client.clone());
+        // managedFields are never read and are a large part of every object: dropped before
+        // the store keeps it.
         let stream = reflector::reflector(
             writer,
-            watcher(api, watcher::Config::default()).default_backoff(),
+            watcher(api, watcher::Config::default())
+                .default_backoff()
+                .modify(|o| o.meta_mut().managed_fields = None),
         );
         let signal = signal.clone();
         let changed: Arc<std::sync::Mutex<Changed>> = Arc::default();

@@ -152,30 +152,21 @@ fn pending(pods: &[Arc<Pod>], scheduler: &str) -> (BTreeSet<String>, BTreeSet<St
     (all, waiting)
 }
 
-/// Drops assumptions the caches now show (or that no longer apply).
+/// Drops assumptions the caches now show (or that no longer apply), looking up only the
+/// assumed objects.
 fn prune(assumed: &mut Assumed, caches: &Caches) {
-    let pods: std::collections::BTreeMap<String, Arc<Pod>> = caches
-        .pods
-        .all()
-        .into_iter()
-        .map(|p| (key(&*p), p))
-        .collect();
     assumed.bound.retain(|k, _| {
-        pods.get(k)
+        caches
+            .pods
+            .get(k)
             .is_some_and(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_none()))
     });
-    let claims: std::collections::BTreeMap<String, bool> = caches
-        .resource_claims
-        .all()
-        .into_iter()
-        .map(|c| {
-            let allocated = c.status.as_ref().is_some_and(|s| s.allocation.is_some());
-            (key(&*c), allocated)
-        })
-        .collect();
-    assumed
-        .claims
-        .retain(|k, _| claims.get(k).is_some_and(|allocated| !allocated));
+    assumed.claims.retain(|k, _| {
+        caches
+            .resource_claims
+            .get(k)
+            .is_some_and(|c| c.status.as_ref().is_none_or(|s| s.allocation.is_none()))
+    });
 }
 
 /// The engine side of the loop: the state kept equal to the caches, the scheduler over it,
