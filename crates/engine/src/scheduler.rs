@@ -102,7 +102,8 @@ pub struct Decisions {
     pub disrupted_groups: Vec<(String, String)>,
     /// Devices allocated to the pods this run placed, one entry per claim.
     pub allocations: Vec<ClaimDevices>,
-    /// With `Options::record_ties`: for each pod placed by a pod cycle, the other nodes
+    /// With `Options::record_ties`: for each pod placed by a pod cycle (its own, or one of
+    /// its group's pod-by-pod orders), the other nodes
     /// whose total score equalled its node's.
     pub ties: Vec<(PodId, Vec<NodeId>)>,
 }
@@ -211,6 +212,8 @@ pub struct Scheduler {
     search_proven: bool,
     /// Pods of the last `schedule` call whose unit failed without covering every placement.
     unproven: Vec<PodId>,
+    /// With `Options::record_ties`: the ties of pods placed by group cycles' orders.
+    search_ties: Vec<(PodId, Vec<NodeId>)>,
 }
 
 /// A change as [`Scheduler::apply`] saw it before applying it.
@@ -285,6 +288,7 @@ impl Scheduler {
             changes: ChangeLog::default(),
             search_proven: true,
             unproven: Vec::new(),
+            search_ties: Vec::new(),
         })
     }
 
@@ -503,8 +507,20 @@ impl Scheduler {
                 |id| snap.node_of(id).is_some(),
             );
         }
-        let decisions = self.schedule_with(&index, pending, decisions);
+        let mut decisions = self.schedule_with(&index, pending, decisions);
         self.index = index;
+        if self.options.record_ties {
+            // The last placement recorded for each pod is the one its unit kept.
+            let bound: std::collections::HashSet<PodId> =
+                decisions.bindings.iter().map(|(p, _)| *p).collect();
+            let mut seen: std::collections::HashSet<PodId> =
+                decisions.ties.iter().map(|(p, _)| *p).collect();
+            for (p, t) in std::mem::take(&mut self.search_ties).into_iter().rev() {
+                if bound.contains(&p) && seen.insert(p) {
+                    decisions.ties.push((p, t));
+                }
+            }
+        }
         decisions
     }
 
@@ -1162,6 +1178,7 @@ impl Scheduler {
         for order in orders {
             self.score_sum = 0;
             let mark = self.log.len();
+            let ties_mark = self.search_ties.len();
             let mut failed: Vec<(PodId, String)> = Vec::new();
             for &pod in &order {
                 match self
@@ -1170,6 +1187,9 @@ impl Scheduler {
                 {
                     Ok(node) => {
                         self.score_sum += self.framework.last_score;
+                        if self.options.record_ties {
+                            self.search_ties.push((pod, self.framework.tied.clone()));
+                        }
                         self.assume(pod, node);
                     }
                     Err(e) => {
@@ -1192,6 +1212,7 @@ impl Scheduler {
                 best = (placed, first);
             }
             self.rollback(mark);
+            self.search_ties.truncate(ties_mark);
         }
         if self.options.profile.gang_placement == GangPlacement::Search {
             let gang = Gang {
