@@ -240,6 +240,12 @@ impl Queue {
             .map(|(&pod, p)| (pod, p.position, p.wake, p.group))
             .collect();
         for (pod, p, wake, group) in parked_pods {
+            // A pod placed or deleted by an object change since it was parked waits for
+            // nothing (and must not answer for its signature).
+            if !scheduler.snapshot.is_live(pod) || scheduler.snapshot.node_of(pod).is_some() {
+                self.remove(pod);
+                continue;
+            }
             if p >= end {
                 continue;
             }
