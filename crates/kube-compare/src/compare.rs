@@ -732,6 +732,7 @@ async fn run_case_inner(
             .map(key)
             .collect();
         let kube_victims: Vec<String> = bound_before.difference(&alive).cloned().collect();
+        let unit_start = report.decisions.len();
         for k in &keys {
             let kube = outcomes.get(k).cloned().unwrap_or(Outcome::Undecided {
                 message: format!("no decision within {} s", DECISION_TIMEOUT.as_secs()),
@@ -793,6 +794,86 @@ async fn run_case_inner(
                     .await;
             }
         }
+        unit_ties(&mut report.decisions[unit_start..]);
     }
     Ok(())
+}
+
+/// A unit of several pods (a gang) that both schedulers bound whole, without victims,
+/// kube-scheduler only on nodes lockstep chose or found tied for one of them: it breaks
+/// each pod's tie at random and the later pods follow from the earlier ones, so a pod
+/// judged alone can land elsewhere while the unit's placement is one lockstep could have
+/// drawn. Its placement differences are ties.
+fn unit_ties(unit: &mut [Decision]) {
+    if unit.len() < 2 {
+        return;
+    }
+    let mut kube_nodes: Vec<&str> = Vec::new();
+    let mut allowed: BTreeSet<&str> = BTreeSet::new();
+    for d in unit.iter() {
+        let (Outcome::Bound { node: k }, Outcome::Bound { node: l }) = (&d.kube, &d.lockstep)
+        else {
+            return;
+        };
+        if !d.kube_victims.is_empty() || !d.lockstep_victims.is_empty() {
+            return;
+        }
+        kube_nodes.push(k);
+        allowed.insert(l);
+        allowed.extend(d.tied.iter().map(String::as_str));
+    }
+    if !kube_nodes.iter().all(|n| allowed.contains(n)) {
+        return;
+    }
+    for d in unit.iter_mut() {
+        if d.verdict == Verdict::Placement {
+            d.verdict = Verdict::Tie;
+            d.input = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decision(pod: &str, kube: &str, lockstep: &str, tied: &[&str]) -> Decision {
+        let bound = |n: &str| Outcome::Bound { node: n.into() };
+        Decision {
+            pod: pod.into(),
+            verdict: if kube == lockstep || tied.contains(&kube) {
+                Verdict::Tie
+            } else {
+                Verdict::Placement
+            },
+            kube: bound(kube),
+            lockstep: bound(lockstep),
+            tied: tied.iter().map(|t| t.to_string()).collect(),
+            kube_victims: Vec::new(),
+            lockstep_victims: Vec::new(),
+            input: None,
+        }
+    }
+
+    #[test]
+    fn a_gang_drawn_among_tied_nodes_is_a_tie_and_one_off_them_is_not() {
+        // w-0 tied on n2, n3, n4; kube-scheduler drew n3, so w-1 went to n2.
+        let mut drawn = vec![
+            decision("ml/w-0", "n3", "n2", &["n3", "n4"]),
+            decision("ml/w-1", "n2", "n3", &["n4"]),
+        ];
+        unit_ties(&mut drawn);
+        assert!(drawn.iter().all(|d| d.verdict == Verdict::Tie));
+
+        let mut elsewhere = vec![
+            decision("ml/w-0", "n2", "n2", &["n3"]),
+            decision("ml/w-1", "n9", "n3", &[]),
+        ];
+        unit_ties(&mut elsewhere);
+        assert_eq!(elsewhere[1].verdict, Verdict::Placement);
+
+        let mut alone = vec![decision("ml/p", "n3", "n2", &[])];
+        unit_ties(&mut alone);
+        assert_eq!(alone[0].verdict, Verdict::Placement);
+    }
 }
