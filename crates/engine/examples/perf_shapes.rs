@@ -7,7 +7,6 @@
 
 use std::time::Instant;
 
-use lockstep_engine::{Options, Scheduler};
 use lockstep_model::WhenUnsatisfiable;
 use lockstep_testkit::perf_shapes as shapes;
 
@@ -37,15 +36,7 @@ fn main() {
     for _ in 0..runs {
         let objects = cluster.clone();
         let start = Instant::now();
-        let d = Scheduler::from_cluster(
-            objects,
-            Options {
-                batching,
-                ..Options::default()
-            },
-        )
-        .expect("default profile")
-        .run();
+        let d = shapes::schedule_all(objects, batching);
         let secs = start.elapsed().as_secs_f64();
         assert_eq!(d.bindings.len(), pending);
         println!("  run: {secs:.4} s");

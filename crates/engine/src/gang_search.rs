@@ -75,6 +75,19 @@ pub struct GangSearchCounts {
     pub steps: u64,
 }
 
+impl std::ops::Sub for GangSearchCounts {
+    type Output = GangSearchCounts;
+    /// The searches between two readings of the counters.
+    fn sub(self, earlier: GangSearchCounts) -> GangSearchCounts {
+        GangSearchCounts {
+            searches: self.searches - earlier.searches,
+            placed: self.placed - earlier.placed,
+            exhausted: self.exhausted - earlier.exhausted,
+            steps: self.steps - earlier.steps,
+        }
+    }
+}
+
 /// A node's class at the start of a search: nodes of one class are interchangeable for the
 /// unit while none of its pods is on them.
 const UNIQUE: u32 = u32::MAX;

@@ -93,18 +93,37 @@ fn setup_error_object(e: &SetupError) -> Option<String> {
 /// Converts `values` and sets the engine up on them, leaving out (and reporting) each
 /// object that cannot be read.
 pub fn build(
-    mut values: Vec<(String, Value)>,
+    values: Vec<(String, Value)>,
     options: &Options,
 ) -> Result<(Scheduler, Vec<(String, String)>), String> {
+    leaving_out(values, |cluster| {
+        Scheduler::from_cluster(cluster, options.clone())
+            .map_err(|e| (setup_error_object(&e), e.to_string()))
+    })
+}
+
+/// Converts `values` into a cluster, leaving out (and reporting) each object that cannot be
+/// read, as [`build`] does, without setting the engine up.
+pub fn load_leaving_out(
+    values: Vec<(String, Value)>,
+) -> Result<(Cluster, Vec<(String, String)>), String> {
+    leaving_out(values, Ok)
+}
+
+/// Loads `values` and hands the cluster to `take`; an object the loader or `take` names as
+/// the fault (`take`'s error: the object, when it names one, and the message) is left out
+/// and everything tried again, at most [`MAX_EXCLUDED`] times.
+fn leaving_out<R>(
+    mut values: Vec<(String, Value)>,
+    take: impl Fn(Cluster) -> Result<R, (Option<String>, String)>,
+) -> Result<(R, Vec<(String, String)>), String> {
     let mut excluded: Vec<(String, String)> = Vec::new();
     loop {
         let fault = match lockstep_manifests::load_objects(values.clone()) {
-            Ok(loaded) => match Scheduler::from_cluster(loaded.cluster, options.clone()) {
-                Ok(scheduler) => return Ok((scheduler, excluded)),
-                Err(e) => match setup_error_object(&e) {
-                    Some(object) => (object, e.to_string()),
-                    None => return Err(e.to_string()),
-                },
+            Ok(loaded) => match take(loaded.cluster) {
+                Ok(r) => return Ok((r, excluded)),
+                Err((Some(object), message)) => (object, message),
+                Err((None, message)) => return Err(message),
             },
             Err(e) => match e.inputs().first() {
                 Some(object) => (object.to_string(), e.to_string()),
@@ -117,29 +136,6 @@ pub fn build(
             return Err(fault.1);
         }
         excluded.push(fault);
-    }
-}
-
-/// Converts `values` into a cluster, leaving out (and reporting) each object that cannot be
-/// read, as [`plan`] does, without scheduling.
-pub fn load_leaving_out(
-    mut values: Vec<(String, Value)>,
-) -> Result<(Cluster, Vec<(String, String)>), String> {
-    let mut excluded: Vec<(String, String)> = Vec::new();
-    loop {
-        let e = match lockstep_manifests::load_objects(values.clone()) {
-            Ok(loaded) => return Ok((loaded.cluster, excluded)),
-            Err(e) => e,
-        };
-        let Some(object) = e.inputs().first().map(|o| o.to_string()) else {
-            return Err(e.to_string());
-        };
-        let before = values.len();
-        values.retain(|(name, _)| *name != object);
-        if values.len() == before || excluded.len() >= MAX_EXCLUDED {
-            return Err(e.to_string());
-        }
-        excluded.push((object, e.to_string()));
     }
 }
 

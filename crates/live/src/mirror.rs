@@ -152,6 +152,9 @@ struct Step<'a, T> {
     assumed: &'a Assumed,
     applied: usize,
     pods: Vec<lockstep_model::PodId>,
+    /// The state's resource names, which conversions intern new names into (any new one
+    /// makes the state rebuilt, so one copy serves the whole sync).
+    names: lockstep_model::ResourceNames,
     /// Set when an object needs the whole state rebuilt.
     rebuild: bool,
 }
@@ -208,14 +211,17 @@ impl<T: Target> Step<'_, T> {
         };
         cycle::overlay_one(kind.as_str(), key, &mut value, self.assumed);
         let state = self.target.state();
-        let mut names = state.cluster.resources.clone();
-        let known = names.len();
         let converted = lockstep_manifests::convert_object(
             &name,
             value,
-            &mut names,
+            &mut self.names,
             &state.cluster.priority_classes,
         );
+        if self.names.len() > state.cluster.resources.len() {
+            // A new resource name: the plugins resolve names when they are built.
+            self.rebuild = true;
+            return;
+        }
         let converted = match converted {
             Ok(Some((c, warnings))) => {
                 for w in warnings {
@@ -229,11 +235,6 @@ impl<T: Target> Step<'_, T> {
                 return;
             }
         };
-        if names.len() > known {
-            // A new resource name: the plugins resolve names when they are built.
-            self.rebuild = true;
-            return;
-        }
         if let Converted::PodGroup(g) = &converted
             && g.parent.is_some()
         {
@@ -360,8 +361,10 @@ impl Mirror {
                 ..Synced::default()
             });
         }
+        let kept = target.as_mut().expect("checked above");
         let mut step = Step {
-            target: target.as_mut().expect("checked above"),
+            names: kept.state().cluster.resources.clone(),
+            target: kept,
             versions: &mut self.versions,
             excluded: &mut self.excluded,
             assumed,

@@ -257,12 +257,7 @@ impl Engine {
             decisions,
             excluded,
             batched_cycles: batched - batched_before,
-            gang_search: lockstep_engine::GangSearchCounts {
-                searches: h.searches - g.searches,
-                placed: h.placed - g.placed,
-                exhausted: h.exhausted - g.exhausted,
-                steps: h.steps - g.steps,
-            },
+            gang_search: h - g,
         };
         let round = Round {
             synced,

@@ -114,6 +114,28 @@ metadata: {name: node-b, labels: {kubernetes.io/hostname: node-b}}
 status: {allocatable: {cpu: "2", memory: 16Gi, pods: "110"}}
 "#;
 
+/// The message of a pod's `PodScheduled=False` condition with reason `Unschedulable`.
+async fn unschedulable(pods: &Api<Pod>, name: &str) -> Option<String> {
+    let c = pods
+        .get(name)
+        .await
+        .ok()?
+        .status?
+        .conditions?
+        .into_iter()
+        .find(|c| c.type_ == "PodScheduled")?;
+    (c.status == "False" && c.reason.as_deref() == Some("Unschedulable")).then_some(c.message?)
+}
+
+/// A node with `cpu` CPUs, 16Gi and 110 pods.
+fn node(name: &str, cpu: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Node\nmetadata: {{name: {name}, labels: \
+         {{kubernetes.io/hostname: {name}}}}}\nstatus: {{allocatable: {{cpu: \"{cpu}\", \
+         memory: 16Gi, pods: \"110\"}}}}\n"
+    )
+}
+
 fn pod(name: &str, scheduler: &str, cpu: &str, extra: &str) -> String {
     format!(
         r#"
@@ -154,30 +176,12 @@ async fn a_pod_that_fits_nowhere_says_why_and_is_placed_when_a_node_joins() {
     let run = Running::start(config(&plane));
     create(&client, &pod("big", "lockstep", "6", "")).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let message = eventually("PodScheduled=False", || async {
-        let p = pods.get("big").await.ok()?;
-        let c = p
-            .status?
-            .conditions?
-            .into_iter()
-            .find(|c| c.type_ == "PodScheduled")?;
-        (c.status == "False" && c.reason.as_deref() == Some("Unschedulable")).then_some(c.message?)
-    })
-    .await;
+    let message = eventually("PodScheduled=False", || unschedulable(&pods, "big")).await;
     assert!(
         message.starts_with("0/2 nodes are available: 2 Insufficient cpu."),
         "{message}"
     );
-    create(
-        &client,
-        r#"
-apiVersion: v1
-kind: Node
-metadata: {name: node-c, labels: {kubernetes.io/hostname: node-c}}
-status: {allocatable: {cpu: "8", memory: 16Gi, pods: "110"}}
-"#,
-    )
-    .await;
+    create(&client, &node("node-c", "8")).await;
     let node = eventually("pod big to be bound on the new node", || {
         node_of(&client, "default", "big")
     })
@@ -274,25 +278,16 @@ async fn an_unschedulable_pod_is_retried_only_by_a_change_that_may_help_it() {
         ..config(&plane)
     });
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let unschedulable = |name: &'static str| {
-        let pods = pods.clone();
-        async move {
-            let p = pods.get(name).await.ok()?;
-            let c = p
-                .status?
-                .conditions?
-                .into_iter()
-                .find(|c| c.type_ == "PodScheduled")?;
-            (c.status == "False").then_some(())
-        }
-    };
     create(&client, &pod("wide", "lockstep", "5", "")).await;
-    eventually("wide to be unschedulable", || unschedulable("wide")).await;
+    eventually("wide to be unschedulable", || unschedulable(&pods, "wide")).await;
     for name in ["tall-0", "tall-1", "tall-2"] {
         create(&client, &pod(name, "lockstep", "7", "")).await;
     }
     for name in ["tall-0", "tall-1", "tall-2"] {
-        eventually("the tall pods to be unschedulable", || unschedulable(name)).await;
+        eventually("the tall pods to be unschedulable", || {
+            unschedulable(&pods, name)
+        })
+        .await;
     }
     // Several backoff periods (200 ms doubling to 1 s) pass with watch events (the pods'
     // own status writes) but no change that could help any of them.
@@ -305,16 +300,7 @@ async fn an_unschedulable_pod_is_retried_only_by_a_change_that_may_help_it() {
     assert_eq!(attempts, 4.0, "each pod tried once");
     let parked = metric(address, "lockstep_pending_pods{queue=\"unschedulable\"}").await;
     assert_eq!(parked, 4.0);
-    create(
-        &client,
-        r#"
-apiVersion: v1
-kind: Node
-metadata: {name: node-c, labels: {kubernetes.io/hostname: node-c}}
-status: {allocatable: {cpu: "6", memory: 16Gi, pods: "110"}}
-"#,
-    )
-    .await;
+    create(&client, &node("node-c", "6")).await;
     let node = eventually("wide to be bound on the new node", || {
         node_of(&client, "default", "wide")
     })

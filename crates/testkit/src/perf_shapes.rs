@@ -10,6 +10,20 @@ use lockstep_model::{
 
 use crate::{GI, finish, node, pod};
 
+/// The run a shape is timed by: the cluster state built from `cluster`, then every pending
+/// pod scheduled with the default profile.
+pub fn schedule_all(cluster: Cluster, batching: bool) -> lockstep_engine::Decisions {
+    lockstep_engine::Scheduler::from_cluster(
+        cluster,
+        lockstep_engine::Options {
+            batching,
+            ..lockstep_engine::Options::default()
+        },
+    )
+    .expect("default profile")
+    .run()
+}
+
 pub const ZONE_KEY: &str = "topology.kubernetes.io/zone";
 pub const HOSTNAME_KEY: &str = "kubernetes.io/hostname";
 

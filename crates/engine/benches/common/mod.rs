@@ -2,7 +2,6 @@
 //! the cluster (made untimed) and scheduling every pending pod, with batching off and on.
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use lockstep_engine::{Options, Scheduler};
 use lockstep_model::Cluster;
 
 /// Benches `cluster` as `group_name/label/batching-{off,on}`, counting `elements` per run
@@ -31,15 +30,7 @@ pub fn bench_shape(
             b.iter_batched(
                 || cluster.clone(),
                 |objects| {
-                    let d = Scheduler::from_cluster(
-                        objects,
-                        Options {
-                            batching,
-                            ..Options::default()
-                        },
-                    )
-                    .expect("default profile")
-                    .run();
+                    let d = lockstep_testkit::perf_shapes::schedule_all(objects, batching);
                     assert_eq!(d.bindings.len(), expect_bound);
                     d
                 },
