@@ -1,6 +1,7 @@
 //! `lockstep`: the command-line front end. Translates flags and manifests into engine calls
 //! and engine decisions into output; it makes no scheduling decision of its own.
 
+mod config;
 mod estimator;
 mod federate;
 mod output;
@@ -13,7 +14,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
-use lockstep_engine::{KubeSchedulerConfiguration, Options};
+use lockstep_engine::Options;
 use lockstep_manifests::Source;
 
 /// `lockstep --version`: the version, the git commit built from, and the Kubernetes API
@@ -119,21 +120,6 @@ struct ScheduleArgs {
     scheduler_names: Vec<String>,
 }
 
-pub(crate) fn load_config(path: &PathBuf) -> Result<lockstep_engine::Profile> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read --config {}", path.display()))?;
-    lockstep_manifests::check_yaml_limits(&format!("--config {}", path.display()), &text)
-        .map_err(|e| anyhow!("{e}"))?;
-    let cfg: KubeSchedulerConfiguration = serde_norway::from_str(&text).map_err(|e| {
-        anyhow!(
-            "--config {}: not a valid KubeSchedulerConfiguration: {e}",
-            path.display()
-        )
-    })?;
-    cfg.profile()
-        .map_err(|e| anyhow!("--config {}: {e}", path.display()))
-}
-
 /// Under `--strict`, fields the Kubernetes API does not define are an error listing them all
 /// (their warnings are not printed then).
 pub fn check_unknown_fields(
@@ -182,7 +168,7 @@ fn schedule(args: &ScheduleArgs) -> Result<String> {
         ..Options::default()
     };
     if let Some(path) = &args.config {
-        options.profile = load_config(path)?;
+        options.profile = config::load(path)?;
     }
     options.batching = !args.no_batching;
     options.gang_preemption = match args.gang_preemption {

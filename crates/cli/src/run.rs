@@ -69,7 +69,7 @@ pub fn run(args: &RunArgs) -> Result<String> {
         "--bind-concurrency must be at least 1"
     );
     let profile = match &args.config {
-        Some(path) => crate::load_config(path)?,
+        Some(path) => crate::config::load(path)?,
         None => lockstep_engine::Profile::default(),
     };
     let config = lockstep_live::Config {

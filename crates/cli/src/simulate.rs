@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::ValueEnum;
-use lockstep_engine::{KubeSchedulerConfiguration, Profile};
+use lockstep_engine::Profile;
 use lockstep_sim::data::{DATA_DIR_ENV, Dataset};
 use lockstep_sim::fragmentation::{self, FragmentationOptions};
 use lockstep_sim::policy::{DEFAULT_COMPARE, GangPreemption, Policy, gpu_aware};
@@ -292,19 +292,7 @@ fn base_profile(args: &SimulateArgs) -> Result<Profile> {
     let Some(path) = &args.config else {
         return Ok(gpu_aware(Profile::default()));
     };
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read --config {}", path.display()))?;
-    lockstep_manifests::check_yaml_limits(&format!("--config {}", path.display()), &text)
-        .map_err(|e| anyhow!("{e}"))?;
-    let cfg: KubeSchedulerConfiguration = serde_norway::from_str(&text).map_err(|e| {
-        anyhow!(
-            "--config {}: not a valid KubeSchedulerConfiguration: {e}",
-            path.display()
-        )
-    })?;
-    let profile = cfg
-        .profile()
-        .map_err(|e| anyhow!("--config {}: {e}", path.display()))?;
+    let profile = crate::config::load(path)?;
     Ok(gpu_aware(profile))
 }
 

@@ -6,56 +6,7 @@
 use serde::Deserialize;
 use thiserror::Error;
 
-/// Filter plugins of the default profile, in kube-scheduler's order.
-pub const DEFAULT_FILTERS: &[&str] = &[
-    "NodeName",
-    "NodeUnschedulable",
-    "TaintToleration",
-    "NodeAffinity",
-    "NodePorts",
-    "NodeResourcesFit",
-    "PodTopologySpread",
-    "InterPodAffinity",
-    "DynamicResources",
-];
-
-/// Score plugins of the default profile with their default weights.
-pub const DEFAULT_SCORES: &[(&str, i64)] = &[
-    ("TaintToleration", 3),
-    ("NodeAffinity", 2),
-    ("PodTopologySpread", 2),
-    ("InterPodAffinity", 2),
-    ("NodeResourcesFit", 1),
-    ("NodeResourcesBalancedAllocation", 1),
-];
-
-/// Plugins lockstep knows, and which extension points each has (filter, score).
-pub const KNOWN_PLUGINS: &[(&str, bool, bool)] = &[
-    ("NodeUnschedulable", true, false),
-    ("NodeName", true, false),
-    ("TaintToleration", true, true),
-    ("NodeAffinity", true, true),
-    ("NodePorts", true, false),
-    ("NodeResourcesFit", true, true),
-    ("PodTopologySpread", true, true),
-    ("InterPodAffinity", true, true),
-    ("NodeResourcesBalancedAllocation", false, true),
-    ("DynamicResources", true, true),
-];
-
-/// Plugins of kube-scheduler's default profile that have no effect on the objects lockstep
-/// reads (volumes, images, binding); accepted in configuration and ignored.
-pub const IGNORED_PLUGINS: &[&str] = &[
-    "PrioritySort",
-    "DefaultBinder",
-    "DefaultPreemption",
-    "ImageLocality",
-    "VolumeRestrictions",
-    "NodeVolumeLimits",
-    "VolumeBinding",
-    "VolumeZone",
-    "SchedulingGates",
-];
+use crate::plugins::{IGNORED, REGISTRY, Registration, find};
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum ConfigError {
@@ -110,7 +61,7 @@ pub struct ScoringStrategy {
     pub shape: Vec<ShapePoint>,
 }
 
-fn cpu_memory() -> Vec<ResourceWeight> {
+pub(crate) fn cpu_memory() -> Vec<ResourceWeight> {
     vec![
         ResourceWeight {
             name: "cpu".into(),
@@ -217,10 +168,15 @@ impl Default for Profile {
     fn default() -> Self {
         Profile {
             scheduler_name: "default-scheduler".into(),
-            filters: DEFAULT_FILTERS.iter().map(|s| s.to_string()).collect(),
-            scores: DEFAULT_SCORES
+            filters: REGISTRY
                 .iter()
-                .map(|(s, w)| (s.to_string(), *w))
+                .filter(|r| r.default_filter)
+                .map(|r| r.name.to_string())
+                .collect(),
+            scores: REGISTRY
+                .iter()
+                .filter(|r| r.scored_by_default)
+                .map(|r| (r.name.to_string(), r.weight))
                 .collect(),
             scoring_strategy: ScoringStrategy::default(),
             balanced_resources: cpu_memory(),
@@ -309,62 +265,26 @@ pub struct PluginRef {
 #[serde(deny_unknown_fields)]
 pub struct PluginConfigSpec {
     pub name: String,
+    /// Read by the plugin's own args type (see [`Registration::configure`]).
     #[serde(default)]
-    pub args: PluginArgs,
+    pub args: serde_json::Value,
 }
 
-/// The union of the plugin args lockstep reads; other args are accepted and ignored.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PluginArgs {
-    #[serde(default)]
-    pub scoring_strategy: Option<ScoringStrategySpec>,
-    #[serde(default)]
-    pub resources: Option<Vec<ResourceWeight>>,
-    #[serde(default)]
-    pub hard_pod_affinity_weight: Option<i64>,
-    #[serde(default)]
-    pub device_scoring: Option<DeviceScoring>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ScoringStrategySpec {
-    #[serde(default, rename = "type")]
-    pub kind: ScoringStrategyType,
-    #[serde(default)]
-    pub resources: Option<Vec<ResourceWeight>>,
-    #[serde(default)]
-    pub requested_to_capacity_ratio: Option<RequestedToCapacityRatioSpec>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RequestedToCapacityRatioSpec {
-    #[serde(default)]
-    pub shape: Vec<ShapePoint>,
-}
-
-fn known(name: &str) -> Option<(bool, bool)> {
-    KNOWN_PLUGINS
-        .iter()
-        .find(|(n, _, _)| *n == name)
-        .map(|(_, f, s)| (*f, *s))
-}
-
-fn check_name(name: &str, place: &str) -> Result<Option<(bool, bool)>, ConfigError> {
-    if name == "*" || IGNORED_PLUGINS.contains(&name) {
+/// The plugin named `name` (`None` for `*` and the plugins accepted and ignored), or an error
+/// listing the known names.
+fn check_name(name: &str, place: &str) -> Result<Option<&'static Registration>, ConfigError> {
+    if name == "*" || IGNORED.contains(&name) {
         return Ok(None);
     }
-    known(name)
+    find(name)
         .map(Some)
         .ok_or_else(|| ConfigError::UnknownPlugin {
             name: name.into(),
             place: place.into(),
-            known: KNOWN_PLUGINS
+            known: REGISTRY
                 .iter()
-                .map(|k| k.0)
-                .chain(IGNORED_PLUGINS.iter().copied())
+                .map(|r| r.name)
+                .chain(IGNORED.iter().copied())
                 .collect::<Vec<_>>()
                 .join(", "),
         })
@@ -380,8 +300,8 @@ fn apply_filters(list: &mut Vec<String>, set: &PluginSet, place: &str) -> Result
         }
     }
     for e in &set.enabled {
-        if let Some((filter, _)) = check_name(&e.name, place)? {
-            if !filter {
+        if let Some(plugin) = check_name(&e.name, place)? {
+            if !plugin.filter {
                 return Err(ConfigError::NoSuchExtensionPoint {
                     name: e.name.clone(),
                     place: place.into(),
@@ -411,8 +331,8 @@ fn apply_scores(
         }
     }
     for e in &set.enabled {
-        if let Some((_, score)) = check_name(&e.name, place)? {
-            if !score {
+        if let Some(plugin) = check_name(&e.name, place)? {
+            if !plugin.score {
                 if multi_point {
                     continue;
                 }
@@ -422,10 +342,7 @@ fn apply_scores(
                     point: "score",
                 });
             }
-            let default_weight = DEFAULT_SCORES
-                .iter()
-                .find(|(n, _)| *n == e.name)
-                .map_or(1, |(_, w)| *w);
+            let default_weight = plugin.weight;
             let weight = match e.weight {
                 Some(w) if w < 0 => {
                     return Err(ConfigError::Invalid {
@@ -455,7 +372,7 @@ fn check_percentage(p: Option<u32>, field: &str) -> Result<Option<u32>, ConfigEr
     }
 }
 
-fn check_resources(list: &[ResourceWeight], field: &str) -> Result<(), ConfigError> {
+pub(crate) fn check_resources(list: &[ResourceWeight], field: &str) -> Result<(), ConfigError> {
     for (i, r) in list.iter().enumerate() {
         if !(1..=100).contains(&r.weight) {
             return Err(ConfigError::Invalid {
@@ -523,129 +440,66 @@ impl KubeSchedulerConfiguration {
             p.percentage_of_nodes_to_score = v;
         }
         if let Some(plugins) = &spec.plugins {
-            apply_filters(
-                &mut p.filters,
-                &plugins.multi_point,
-                "profiles[0].plugins.multiPoint",
-            )?;
-            apply_scores(
-                &mut p.scores,
-                &plugins.multi_point,
-                "profiles[0].plugins.multiPoint",
-                true,
-            )?;
-            apply_filters(
-                &mut p.filters,
-                &plugins.filter,
-                "profiles[0].plugins.filter",
-            )?;
-            apply_scores(
-                &mut p.scores,
-                &plugins.score,
-                "profiles[0].plugins.score",
-                false,
-            )?;
-            for (set, place) in [
-                (&plugins.pre_filter, "profiles[0].plugins.preFilter"),
-                (&plugins.pre_score, "profiles[0].plugins.preScore"),
-            ] {
-                for r in set.enabled.iter().chain(&set.disabled) {
-                    check_name(&r.name, place)?;
-                }
-            }
+            apply_plugins(&mut p, plugins)?;
         }
-        for (i, pc) in spec.plugin_config.iter().enumerate() {
-            let field = format!("profiles[0].pluginConfig[{i}]");
-            check_name(&pc.name, &field)?;
-            if let Some(first) = spec.plugin_config[..i]
-                .iter()
-                .position(|q| q.name == pc.name)
-            {
-                return Err(ConfigError::Invalid {
-                    field: format!("{field}.name"),
-                    problem: format!(
-                        "{:?} is configured twice (also in profiles[0].pluginConfig[{first}]); \
-                         merge the two entries into one",
-                        pc.name
-                    ),
-                });
-            }
-            match pc.name.as_str() {
-                "NodeResourcesFit" => {
-                    if let Some(s) = &pc.args.scoring_strategy {
-                        let resources = s.resources.clone().unwrap_or_else(cpu_memory);
-                        check_resources(
-                            &resources,
-                            &format!("{field}.args.scoringStrategy.resources"),
-                        )?;
-                        let shape = s
-                            .requested_to_capacity_ratio
-                            .as_ref()
-                            .map(|r| r.shape.clone())
-                            .unwrap_or_default();
-                        if s.kind == ScoringStrategyType::RequestedToCapacityRatio {
-                            validate_shape(
-                                &shape,
-                                &format!(
-                                    "{field}.args.scoringStrategy.requestedToCapacityRatio.shape"
-                                ),
-                            )?;
-                        }
-                        p.scoring_strategy = ScoringStrategy {
-                            kind: s.kind,
-                            resources,
-                            shape,
-                        };
-                    }
-                }
-                "NodeResourcesBalancedAllocation" => {
-                    if let Some(r) = &pc.args.resources {
-                        check_resources(r, &format!("{field}.args.resources"))?;
-                        p.balanced_resources = r.clone();
-                    }
-                }
-                "DynamicResources" => {
-                    if let Some(d) = pc.args.device_scoring {
-                        p.device_scoring = d;
-                    }
-                }
-                "InterPodAffinity" => {
-                    if let Some(w) = pc.args.hard_pod_affinity_weight {
-                        if !(0..=100).contains(&w) {
-                            return Err(ConfigError::Invalid {
-                                field: format!("{field}.args.hardPodAffinityWeight"),
-                                problem: format!("{w} must be between 0 and 100"),
-                            });
-                        }
-                        p.hard_pod_affinity_weight = w;
-                    }
-                }
-                _ => {}
-            }
-        }
+        apply_plugin_config(&mut p, &spec.plugin_config)?;
         Ok(p)
     }
 }
 
-fn validate_shape(shape: &[ShapePoint], field: &str) -> Result<(), ConfigError> {
-    if shape.is_empty() {
-        return Err(ConfigError::Invalid {
-            field: field.into(),
-            problem: "RequestedToCapacityRatio needs at least one shape point".into(),
-        });
+/// The profile's `plugins`: extension points enabled and disabled, multiPoint first.
+fn apply_plugins(p: &mut Profile, plugins: &PluginsSpec) -> Result<(), ConfigError> {
+    apply_filters(
+        &mut p.filters,
+        &plugins.multi_point,
+        "profiles[0].plugins.multiPoint",
+    )?;
+    apply_scores(
+        &mut p.scores,
+        &plugins.multi_point,
+        "profiles[0].plugins.multiPoint",
+        true,
+    )?;
+    apply_filters(
+        &mut p.filters,
+        &plugins.filter,
+        "profiles[0].plugins.filter",
+    )?;
+    apply_scores(
+        &mut p.scores,
+        &plugins.score,
+        "profiles[0].plugins.score",
+        false,
+    )?;
+    for (set, place) in [
+        (&plugins.pre_filter, "profiles[0].plugins.preFilter"),
+        (&plugins.pre_score, "profiles[0].plugins.preScore"),
+    ] {
+        for r in set.enabled.iter().chain(&set.disabled) {
+            check_name(&r.name, place)?;
+        }
     }
-    for (i, pt) in shape.iter().enumerate() {
-        if !(0..=100).contains(&pt.utilization) || !(0..=10).contains(&pt.score) {
+    Ok(())
+}
+
+/// The profile's `pluginConfig`: each plugin reads its own args; a plugin configured twice
+/// is an error.
+fn apply_plugin_config(p: &mut Profile, list: &[PluginConfigSpec]) -> Result<(), ConfigError> {
+    for (i, pc) in list.iter().enumerate() {
+        let field = format!("profiles[0].pluginConfig[{i}]");
+        let plugin = check_name(&pc.name, &field)?;
+        if let Some(first) = list[..i].iter().position(|q| q.name == pc.name) {
             return Err(ConfigError::Invalid {
-                field: format!("{field}[{i}]"),
-                problem: "utilization must be 0..100 and score 0..10".into(),
+                field: format!("{field}.name"),
+                problem: format!(
+                    "{:?} is configured twice (also in profiles[0].pluginConfig[{first}]); \
+                     merge the two entries into one",
+                    pc.name
+                ),
             });
         }
-        if i > 0 && pt.utilization <= shape[i - 1].utilization {
-            return Err(ConfigError::Invalid {
-                field: format!("{field}[{i}].utilization"),
-                problem: "utilization values must be strictly increasing".into(),
-            });
+        if let Some(plugin) = plugin {
+            (plugin.configure)(&pc.args, &format!("{field}.args"), p)?;
         }
     }
     Ok(())

@@ -294,7 +294,7 @@ impl Framework {
             .iter()
             .map(|node| {
                 if kept.iter().any(|on| !on.contains(node)) {
-                    vec![Reason::NotInPreFilterResult(bits)]
+                    vec![Reason::not_in_pre_filter_result(bits)]
                 } else if self.passes(snap, pod, *node) {
                     Vec::new()
                 } else {
@@ -548,7 +548,10 @@ impl Framework {
             }
             nodes.sort_by_key(|n| snap.rank(*n));
             nodes.dedup();
-            outside = Some(((n - nodes.len()) as u32, Reason::NotInPreFilterResult(bits)));
+            outside = Some((
+                (n - nodes.len()) as u32,
+                Reason::not_in_pre_filter_result(bits),
+            ));
             restricted = nodes;
             candidates = Some(&restricted);
         }

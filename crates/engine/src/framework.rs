@@ -1,107 +1,102 @@
 //! The plugin framework: the extension points a plugin implements, the per-cycle state, and
 //! the reasons a node is rejected.
 
-use lockstep_model::{NodeId, Pod, PodId, ResourceId};
+use std::any::{Any, TypeId};
 
-use crate::plugins::dynamic_resources::DraFilterState;
-use crate::plugins::inter_pod_affinity::{AffinityFilterState, AffinityScoreState};
-use crate::plugins::node_resources_fit::FitScoreState;
-use crate::plugins::pod_topology_spread::{SpreadFilterState, SpreadScoreState};
+use lockstep_model::{NodeId, Pod, PodId};
+
 use crate::state::ClusterState;
 
-/// Why a node was rejected for a pod. Small and `Copy` so the filter loop never allocates;
-/// turned into kube-scheduler's wording only for the final message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Reason {
-    NodeUnschedulable,
-    NodeNameMismatch,
-    /// A NoSchedule/NoExecute taint the pod does not tolerate.
-    UntoleratedTaint,
-    NodeAffinityMismatch,
-    NodePortsConflict,
-    Insufficient(ResourceId),
-    TooManyPods,
-    SpreadMissingLabel,
-    SpreadConstraintsNotMatch,
-    PodAffinityNotMatch,
-    PodAntiAffinityNotMatch,
-    ExistingPodsAntiAffinityNotMatch,
-    /// Outside the node set a PreFilter narrowed the cycle to; bit 0 NodeAffinity, bit 1
-    /// NodeName.
-    NotInPreFilterResult(u8),
-    /// Required node affinity terms name conflicting node names.
-    NodeAffinityConflict,
-    /// The DynamicResources filter: devices for the pod's claims cannot be had.
-    Dra(lockstep_dra::UnfitReason),
+/// Why a node was rejected for a pod: the rejections of the plugin (or framework step) that
+/// rejected it and the code it gave. Small and `Copy` so the filter loop never allocates;
+/// turned into kube-scheduler's wording only for the final message. Each plugin keeps its
+/// reasons, their texts and whether preemption can cure them in its own file.
+#[derive(Clone, Copy)]
+pub struct Reason {
+    pub by: &'static Rejections,
+    pub code: u32,
+}
+
+/// A plugin's rejection reasons: their texts and whether removing pods can cure them.
+pub struct Rejections {
+    /// The plugin (or framework step) giving these reasons.
+    pub plugin: &'static str,
+    /// kube-scheduler's text for a code.
+    pub message: fn(u32, &ClusterState) -> String,
+    /// Whether removing pods from `node` could cure a rejection of `pod` with this code:
+    /// kube-scheduler's `Unschedulable` status code, as opposed to
+    /// `UnschedulableAndUnresolvable`. Preemption only looks at nodes rejected for such
+    /// reasons.
+    pub resolvable: fn(u32, &ClusterState, &Pod, NodeId) -> bool,
 }
 
 impl Reason {
     /// kube-scheduler's text for the reason.
     pub fn message(&self, snap: &ClusterState) -> String {
-        match self {
-            Reason::NodeUnschedulable => "node(s) were unschedulable".into(),
-            Reason::NodeNameMismatch => "node(s) didn't match the requested node name".into(),
-            Reason::UntoleratedTaint => "node(s) had untolerated taint(s)".into(),
-            Reason::NodeAffinityMismatch => {
-                "node(s) didn't match Pod's node affinity/selector".into()
-            }
-            Reason::NodePortsConflict => {
-                "node(s) didn't have free ports for the requested pod ports".into()
-            }
-            Reason::Insufficient(r) => format!("Insufficient {}", snap.cluster.resources.name(*r)),
-            Reason::TooManyPods => "Too many pods".into(),
-            Reason::SpreadMissingLabel => {
-                "node(s) didn't match pod topology spread constraints (missing required label)"
-                    .into()
-            }
-            Reason::SpreadConstraintsNotMatch => {
-                "node(s) didn't match pod topology spread constraints".into()
-            }
-            Reason::PodAffinityNotMatch => "node(s) didn't match pod affinity rules".into(),
-            Reason::PodAntiAffinityNotMatch => {
-                "node(s) didn't match pod anti-affinity rules".into()
-            }
-            Reason::ExistingPodsAntiAffinityNotMatch => {
-                "node(s) didn't satisfy existing pods anti-affinity rules".into()
-            }
-            Reason::NotInPreFilterResult(bits) => {
-                let names: Vec<&str> = [(1u8, "NodeAffinity"), (2u8, "NodeName")]
-                    .iter()
-                    .filter(|(b, _)| bits & b != 0)
-                    .map(|(_, n)| *n)
-                    .collect();
-                format!("node(s) didn't satisfy plugin(s) [{}]", names.join(" "))
-            }
-            Reason::NodeAffinityConflict => "pod affinity terms conflict".into(),
-            Reason::Dra(r) => r.message().into(),
-        }
+        (self.by.message)(self.code, snap)
     }
 
-    /// Whether removing pods from `node` could cure this rejection of `pod`: kube-scheduler's
-    /// `Unschedulable` status code, as opposed to `UnschedulableAndUnresolvable`. Preemption
-    /// only looks at nodes rejected for such reasons. A resource is unresolvable when the
-    /// pod asks for more than the node's whole allocatable.
+    /// Whether removing pods from `node` could cure this rejection of `pod` (see
+    /// [`Rejections::resolvable`]).
     pub fn resolvable(&self, snap: &ClusterState, pod: &Pod, node: NodeId) -> bool {
-        if let Reason::Insufficient(r) = self {
-            return pod.requests.get(*r) <= snap.allocatable(node, *r);
+        (self.by.resolvable)(self.code, snap, pod, node)
+    }
+
+    /// Whether `rejections` gave this reason.
+    pub fn is_from(&self, rejections: &'static Rejections) -> bool {
+        std::ptr::eq(self.by, rejections)
+    }
+
+    /// A node outside the node set a PreFilter narrowed the cycle to; bit 0 NodeAffinity,
+    /// bit 1 NodeName.
+    pub fn not_in_pre_filter_result(bits: u8) -> Reason {
+        Reason {
+            by: &PRE_FILTER_RESULT,
+            code: bits as u32,
         }
-        match self {
-            Reason::NodePortsConflict
-            | Reason::Insufficient(_)
-            | Reason::TooManyPods
-            | Reason::SpreadConstraintsNotMatch
-            | Reason::PodAntiAffinityNotMatch
-            | Reason::ExistingPodsAntiAffinityNotMatch => true,
-            Reason::NodeUnschedulable
-            | Reason::NodeNameMismatch
-            | Reason::UntoleratedTaint
-            | Reason::NodeAffinityMismatch
-            | Reason::SpreadMissingLabel
-            | Reason::PodAffinityNotMatch
-            | Reason::NotInPreFilterResult(_)
-            | Reason::NodeAffinityConflict
-            | Reason::Dra(_) => false,
-        }
+    }
+}
+
+/// The framework's own reason: outside a PreFilter's node set.
+static PRE_FILTER_RESULT: Rejections = Rejections {
+    plugin: "PreFilterResult",
+    message: |bits, _| {
+        let names: Vec<&str> = [(1u32, "NodeAffinity"), (2u32, "NodeName")]
+            .iter()
+            .filter(|(b, _)| bits & b != 0)
+            .map(|(_, n)| *n)
+            .collect();
+        format!("node(s) didn't satisfy plugin(s) [{}]", names.join(" "))
+    },
+    resolvable: |_, _, _, _| false,
+};
+
+impl PartialEq for Reason {
+    fn eq(&self, other: &Self) -> bool {
+        self.is_from(other.by) && self.code == other.code
+    }
+}
+impl Eq for Reason {}
+impl std::hash::Hash for Reason {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (self.by as *const Rejections as usize).hash(h);
+        self.code.hash(h);
+    }
+}
+impl PartialOrd for Reason {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Reason {
+    /// By plugin name, then code: a deterministic order that does not depend on addresses.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.by.plugin, self.code).cmp(&(other.by.plugin, other.code))
+    }
+}
+impl std::fmt::Debug for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}#{}", self.by.plugin, self.code)
     }
 }
 
@@ -112,7 +107,7 @@ pub enum PreFilter {
     Run,
     /// Run this plugin's filter, and only on these nodes (kube-scheduler's
     /// `PreFilterResult.NodeNames`); the bit names the plugin in
-    /// `Reason::NotInPreFilterResult`.
+    /// `Reason::not_in_pre_filter_result`.
     RunOn(Vec<NodeId>, u8),
     /// The filter cannot reject any node for this pod: skip it this cycle.
     Skip,
@@ -121,20 +116,59 @@ pub enum PreFilter {
     RejectAll(Reason, Option<String>),
 }
 
-/// State computed once per pod and cycle by PreFilter/PreScore, read by Filter/Score.
-/// One field per plugin that needs state, so no lookups by name and no boxing.
-#[derive(Debug)]
+/// State computed once per pod and cycle by PreFilter/PreScore, read by Filter/Score. Each
+/// plugin keeps its state type in its own file; the state holds one value per type, kept
+/// across cycles so a plugin reuses its buffers (a plugin's PreFilter/PreScore overwrites
+/// what it reads later in the cycle).
 pub struct CycleState {
     /// The pod this cycle is for.
     pub pod: PodId,
-    pub spread_filter: SpreadFilterState,
-    pub spread_score: SpreadScoreState,
-    pub affinity_filter: AffinityFilterState,
-    pub affinity_score: AffinityScoreState,
-    pub fit_score: FitScoreState,
-    pub dra: DraFilterState,
-    /// TaintToleration's verdict for each taint set: whether some taint is untolerated.
-    pub taint_verdicts: Vec<bool>,
+    slots: Vec<(TypeId, Box<dyn Any + Send + Sync>)>,
+}
+
+impl CycleState {
+    /// The plugin state of type `T`, when a PreFilter or PreScore wrote it.
+    pub fn read<T: Any>(&self) -> Option<&T> {
+        let id = TypeId::of::<T>();
+        self.slots
+            .iter()
+            .find(|(t, _)| *t == id)
+            .and_then(|(_, v)| v.downcast_ref())
+    }
+
+    /// The plugin state of type `T` to write, created empty the first time.
+    pub fn write<T: Any + Default + Send + Sync>(&mut self) -> &mut T {
+        let id = TypeId::of::<T>();
+        let at = match self.slots.iter().position(|(t, _)| *t == id) {
+            Some(at) => at,
+            None => {
+                self.slots.push((id, Box::new(T::default())));
+                self.slots.len() - 1
+            }
+        };
+        self.slots[at]
+            .1
+            .downcast_mut()
+            .expect("a slot holds the type it is keyed by")
+    }
+}
+
+impl Default for CycleState {
+    fn default() -> Self {
+        CycleState {
+            pod: PodId(0),
+            slots: Vec::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for CycleState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CycleState")
+            .field("pod", &self.pod)
+            .field("plugin_states", &self.slots.len())
+            .finish()
+    }
 }
 
 /// A pod's scheduling signature: hashes of what each plugin depends on. Two pods with equal
@@ -174,21 +208,6 @@ impl std::hash::Hasher for FragmentHasher {
     }
     fn finish(&self) -> u64 {
         self.0
-    }
-}
-
-impl Default for CycleState {
-    fn default() -> Self {
-        CycleState {
-            pod: PodId(0),
-            spread_filter: Default::default(),
-            spread_score: Default::default(),
-            affinity_filter: Default::default(),
-            affinity_score: Default::default(),
-            fit_score: Default::default(),
-            dra: Default::default(),
-            taint_verdicts: Vec::new(),
-        }
     }
 }
 

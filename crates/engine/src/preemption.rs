@@ -38,6 +38,7 @@ use serde::Deserialize;
 
 use crate::framework::Reason;
 use crate::group::{GroupIndex, Unit};
+use crate::plugins::node_resources_fit;
 use crate::scheduler::Scheduler;
 
 /// At most this many single victim units that make the gang fit are minimised and compared
@@ -861,9 +862,7 @@ impl Scheduler {
             // A node short of resources that stays short without its victims fails the same
             // filter again (the filters before NodeResourcesFit passed and removing pods
             // cannot break them): count that without touching the snapshot.
-            let fit_only = rejection
-                .iter()
-                .all(|r| matches!(r, Reason::Insufficient(_) | Reason::TooManyPods));
+            let fit_only = rejection.iter().all(node_resources_fit::is_shortage);
             let short = if fit_only {
                 self.short_without(pod_id, node, &on_node)
             } else {
@@ -899,7 +898,7 @@ impl Scheduler {
         let mut reasons = Vec::new();
         let pods_left = i64::from(snap.pod_count(node)) - victims.len() as i64;
         if pods_left + 1 > snap.allocatable(node, ResourceId::PODS) {
-            reasons.push(Reason::TooManyPods);
+            reasons.push(node_resources_fit::TOO_MANY_PODS);
         }
         for (r, v) in pod.requests.iter() {
             if r == ResourceId::PODS || v <= 0 {
@@ -907,7 +906,7 @@ impl Scheduler {
             }
             let freed: i64 = victims.iter().map(|p| snap.pod(*p).requests.get(r)).sum();
             if v > snap.allocatable(node, r) - (snap.requested(node, r) - freed) {
-                reasons.push(Reason::Insufficient(r));
+                reasons.push(node_resources_fit::insufficient(r));
             }
         }
         reasons

@@ -28,9 +28,9 @@ impl From<crate::state::ChangeError> for SetupError {
 }
 use crate::config::GangPlacement;
 use crate::cycle::{FitError, Framework};
-use crate::framework::Reason;
 use crate::gang_search::{Gang, Outcome};
 use crate::group::{GroupIndex, Unit, candidate_orders, capacity_of, domains, free_of, min_demand};
+use crate::plugins::dynamic_resources;
 use crate::preemption::{Eviction, GangPreemption, Lifted};
 use crate::queue::{ChangeLog, Logged};
 use crate::state::ClusterState;
@@ -916,7 +916,8 @@ impl Scheduler {
     /// (`resourceclaim not available on the node`), which it does for a claim no other pod
     /// uses. lockstep reports it and keeps the allocation: it does not retry the pod.
     fn claim_to_deallocate(&mut self, id: PodId, e: &FitError) -> bool {
-        let unavailable = Reason::Dra(lockstep_dra::UnfitReason::ClaimNotAvailableOnNode);
+        let unavailable =
+            dynamic_resources::reason(lockstep_dra::UnfitReason::ClaimNotAvailableOnNode);
         if !e.reasons.iter().any(|(r, _)| *r == unavailable) {
             return false;
         }

@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use lockstep_engine::ClusterState;
 use lockstep_engine::framework::{CycleState, Plugin, PreFilter, Reason};
-use lockstep_engine::plugins::inter_pod_affinity::{InterPodAffinity, term_selects};
+use lockstep_engine::plugins::inter_pod_affinity::{self, InterPodAffinity, term_selects};
 use lockstep_engine::plugins::node_affinity::required_matches;
-use lockstep_engine::plugins::pod_topology_spread::{HOSTNAME_KEY, PodTopologySpread};
+use lockstep_engine::plugins::pod_topology_spread::{self, HOSTNAME_KEY, PodTopologySpread};
 use lockstep_engine::state::{Change, Key, Object};
 use lockstep_model::{
     Cluster, InclusionPolicy, LabelSelector, Labels, NodeId, NodeSelectorTerm, Operator, Pod,
@@ -240,21 +240,21 @@ fn affinity_filter(snap: &ClusterState, pod: &Pod) -> Option<Vec<Vec<Reason>>> {
                 }
             }
             if !all_keys || (!exist && !self_ok) {
-                return vec![Reason::PodAffinityNotMatch];
+                return vec![inter_pod_affinity::POD_AFFINITY_NOT_MATCH];
             }
         }
         for (i, t) in req_anti.iter().enumerate() {
             if let Some(v) = labels.get(&t.topology_key)
                 && anti[i].get(v).is_some_and(|c| *c > 0)
             {
-                return vec![Reason::PodAntiAffinityNotMatch];
+                return vec![inter_pod_affinity::POD_ANTI_AFFINITY_NOT_MATCH];
             }
         }
         for (key, values) in &existing_anti {
             if let Some(v) = labels.get(key)
                 && values.get(v).is_some_and(|c| *c > 0)
             {
-                return vec![Reason::ExistingPodsAntiAffinityNotMatch];
+                return vec![inter_pod_affinity::EXISTING_PODS_ANTI_AFFINITY_NOT_MATCH];
             }
         }
         vec![]
@@ -400,12 +400,12 @@ fn spread_filter(snap: &ClusterState, pod: &Pod) -> Option<Vec<Vec<Reason>>> {
     let verdict = |node: NodeId| -> Vec<Reason> {
         for (k, c) in cs.iter().enumerate() {
             let Some(v) = snap.node(node).labels.get(&c.topology_key) else {
-                return vec![Reason::SpreadMissingLabel];
+                return vec![pod_topology_spread::MISSING_LABEL];
             };
             let self_match = c.selector.as_ref().is_some_and(|s| s.matches(&pod.labels));
             let skew = counts[k].get(v).copied().unwrap_or(0) + i64::from(self_match) - mins[k];
             if skew > i64::from(c.max_skew) {
-                return vec![Reason::SpreadConstraintsNotMatch];
+                return vec![pod_topology_spread::CONSTRAINTS_NOT_MATCH];
             }
         }
         vec![]

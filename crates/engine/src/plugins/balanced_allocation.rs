@@ -5,9 +5,38 @@
 
 use lockstep_model::{NodeId, Pod, ResourceId, ResourceNames};
 
-use crate::config::ResourceWeight;
+use serde::Deserialize;
+
+use crate::config::{ConfigError, Profile, ResourceWeight, check_resources};
 use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, Signature};
+use crate::plugins::{Registration, args};
 use crate::state::ClusterState;
+
+pub static PLUGIN: Registration = Registration {
+    name: "NodeResourcesBalancedAllocation",
+    filter: false,
+    score: true,
+    default_filter: false,
+    weight: 1,
+    scored_by_default: true,
+    build: |profile, names| Box::new(BalancedAllocation::new(&profile.balanced_resources, names)),
+    configure,
+};
+
+/// `NodeResourcesBalancedAllocationArgs`: the fields lockstep reads.
+#[derive(Debug, Default, Deserialize)]
+struct Args {
+    #[serde(default)]
+    resources: Option<Vec<ResourceWeight>>,
+}
+
+fn configure(value: &serde_json::Value, field: &str, p: &mut Profile) -> Result<(), ConfigError> {
+    if let Some(r) = args::<Args>(value, field)?.resources {
+        check_resources(&r, &format!("{field}.resources"))?;
+        p.balanced_resources = r;
+    }
+    Ok(())
+}
 
 pub struct BalancedAllocation {
     resources: Vec<Option<ResourceId>>,

@@ -14,9 +14,14 @@
 use lockstep_dra::UnfitReason;
 use lockstep_model::{NodeId, Pod, PodId, ResourceId};
 
-use crate::config::DeviceScoring;
-use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason, Signature};
+use serde::Deserialize;
+
+use crate::config::{ConfigError, DeviceScoring, Profile};
+use crate::framework::{
+    CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason, Rejections, Signature,
+};
 use crate::plugins::node_resources_fit::Strategy;
+use crate::plugins::{Registration, args, device_choice};
 use crate::state::{ClusterState, PodClaims};
 
 pub struct DynamicResources {
@@ -24,8 +29,65 @@ pub struct DynamicResources {
     pub device_scoring: DeviceScoring,
 }
 
+pub static PLUGIN: Registration = Registration {
+    name: "DynamicResources",
+    filter: true,
+    score: true,
+    default_filter: true,
+    weight: 1,
+    scored_by_default: false,
+    build: |profile, _| {
+        Box::new(DynamicResources {
+            strategy: Strategy::new(&profile.scoring_strategy),
+            // The mode matters only where the score is enabled (it also turns batching off).
+            device_scoring: device_choice(profile),
+        })
+    },
+    configure,
+};
+
+/// `DynamicResourcesArgs`: lockstep's `deviceScoring` (other fields are accepted and
+/// ignored).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Args {
+    #[serde(default)]
+    device_scoring: Option<DeviceScoring>,
+}
+
+fn configure(value: &serde_json::Value, field: &str, p: &mut Profile) -> Result<(), ConfigError> {
+    if let Some(d) = args::<Args>(value, field)?.device_scoring {
+        p.device_scoring = d;
+    }
+    Ok(())
+}
+
+/// The allocator's reasons, by code.
+const REASONS: [UnfitReason; 5] = [
+    UnfitReason::CannotAllocateAllClaims,
+    UnfitReason::ClaimNotAvailableOnNode,
+    UnfitReason::DeviceClassNotFound,
+    UnfitReason::ClaimNotFound,
+    UnfitReason::SearchBoundExceeded,
+];
+
+static REJECTIONS: Rejections = Rejections {
+    plugin: "DynamicResources",
+    message: |code, _| REASONS[code as usize].message().into(),
+    // kube-scheduler's filter answers UnschedulableAndUnresolvable for these.
+    resolvable: |_, _, _, _| false,
+};
+
+/// The DynamicResources filter's reason: devices for the pod's claims cannot be had.
+pub fn reason(r: UnfitReason) -> Reason {
+    Reason {
+        by: &REJECTIONS,
+        code: REASONS.iter().position(|x| *x == r).unwrap_or(0) as u32,
+    }
+}
+
 #[derive(Debug, Default)]
-pub struct DraFilterState {
+struct DraFilterState {
     claims: Vec<lockstep_dra::ClaimRef>,
 }
 
@@ -118,22 +180,21 @@ impl Plugin for DynamicResources {
         own_claims_only && snap.dra_node_local
     }
     fn pre_filter(&self, snap: &ClusterState, _pod: &Pod, state: &mut CycleState) -> PreFilter {
-        state.dra.claims.clear();
-        match snap.claims(state.pod) {
+        let pod = state.pod;
+        let claims = &mut state.write::<DraFilterState>().claims;
+        claims.clear();
+        match snap.claims(pod) {
             PodClaims::None => PreFilter::Skip,
             PodClaims::Missing(m) => {
-                PreFilter::RejectAll(Reason::Dra(UnfitReason::ClaimNotFound), Some(m.clone()))
+                PreFilter::RejectAll(reason(UnfitReason::ClaimNotFound), Some(m.clone()))
             }
             PodClaims::Refs(refs) => {
                 // kube-scheduler checks every request's device class in PreFilter: a
                 // missing class rejects the pod before any node is looked at.
                 if let Some(m) = snap.dra.as_ref().and_then(|d| d.missing_class(refs)) {
-                    return PreFilter::RejectAll(
-                        Reason::Dra(UnfitReason::DeviceClassNotFound),
-                        Some(m),
-                    );
+                    return PreFilter::RejectAll(reason(UnfitReason::DeviceClassNotFound), Some(m));
                 }
-                state.dra.claims.extend_from_slice(refs);
+                claims.extend_from_slice(refs);
                 PreFilter::Run
             }
         }
@@ -146,13 +207,13 @@ impl Plugin for DynamicResources {
         node: NodeId,
         reasons: &mut Vec<Reason>,
     ) -> bool {
-        let Some(dra) = snap.dra.as_ref() else {
+        let (Some(dra), Some(s)) = (snap.dra.as_ref(), state.read::<DraFilterState>()) else {
             return true;
         };
-        match dra.fits(node, &state.dra.claims) {
+        match dra.fits(node, &s.claims) {
             Ok(()) => true,
             Err(unfit) => {
-                reasons.push(Reason::Dra(unfit.reason));
+                reasons.push(reason(unfit.reason));
                 false
             }
         }

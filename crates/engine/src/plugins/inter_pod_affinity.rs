@@ -7,7 +7,13 @@ use std::collections::BTreeMap;
 
 use lockstep_model::{Labels, NodeId, Pod, PodAffinityTerm};
 
-use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason, Signature};
+use serde::Deserialize;
+
+use crate::config::{ConfigError, Profile};
+use crate::framework::{
+    CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason, Rejections, Signature,
+};
+use crate::plugins::{Registration, args};
 use crate::state::ClusterState;
 use crate::topology::{LabelClass, NO_VALUE, PodTopology, TermKind};
 
@@ -15,10 +21,79 @@ pub struct InterPodAffinity {
     pub hard_pod_affinity_weight: i64,
 }
 
+pub static PLUGIN: Registration = Registration {
+    name: "InterPodAffinity",
+    filter: true,
+    score: true,
+    default_filter: true,
+    weight: 2,
+    scored_by_default: true,
+    build: |profile, _| {
+        Box::new(InterPodAffinity {
+            hard_pod_affinity_weight: profile.hard_pod_affinity_weight,
+        })
+    },
+    configure,
+};
+
+/// `InterPodAffinityArgs`: the fields lockstep reads.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Args {
+    #[serde(default)]
+    hard_pod_affinity_weight: Option<i64>,
+}
+
+fn configure(value: &serde_json::Value, field: &str, p: &mut Profile) -> Result<(), ConfigError> {
+    if let Some(w) = args::<Args>(value, field)?.hard_pod_affinity_weight {
+        if !(0..=100).contains(&w) {
+            return Err(ConfigError::Invalid {
+                field: format!("{field}.hardPodAffinityWeight"),
+                problem: format!("{w} must be between 0 and 100"),
+            });
+        }
+        p.hard_pod_affinity_weight = w;
+    }
+    Ok(())
+}
+
+static REJECTIONS: Rejections = Rejections {
+    plugin: "InterPodAffinity",
+    message: |code, _| match code {
+        POD_AFFINITY_CODE => "node(s) didn't match pod affinity rules".into(),
+        POD_ANTI_AFFINITY_CODE => "node(s) didn't match pod anti-affinity rules".into(),
+        _ => "node(s) didn't satisfy existing pods anti-affinity rules".into(),
+    },
+    // Removing pods cannot create the pods an affinity term needs; it can remove the pods
+    // an anti-affinity term (the pod's or theirs) objects to.
+    resolvable: |code, _, _, _| code != POD_AFFINITY_CODE,
+};
+
+const POD_AFFINITY_CODE: u32 = 0;
+const POD_ANTI_AFFINITY_CODE: u32 = 1;
+
+/// No pod the pod's required affinity needs runs in the node's domain.
+pub const POD_AFFINITY_NOT_MATCH: Reason = Reason {
+    by: &REJECTIONS,
+    code: POD_AFFINITY_CODE,
+};
+
+/// A pod the pod's required anti-affinity objects to runs in the node's domain.
+pub const POD_ANTI_AFFINITY_NOT_MATCH: Reason = Reason {
+    by: &REJECTIONS,
+    code: POD_ANTI_AFFINITY_CODE,
+};
+
+/// A pod in the node's domain has required anti-affinity to the pod.
+pub const EXISTING_PODS_ANTI_AFFINITY_NOT_MATCH: Reason = Reason {
+    by: &REJECTIONS,
+    code: 2,
+};
+
 /// The PreFilter state: which of the state's pod classes count for the pod. Counts are read
 /// from the classes ([`PodTopology`]) per node, by the node's value id of each key.
 #[derive(Debug, Default)]
-pub struct AffinityFilterState {
+struct AffinityFilterState {
     /// Term classes of existing pods' required anti-affinity that select the incoming pod.
     existing_anti: Vec<u32>,
     /// Per required affinity term, its topology key id ([`NO_VALUE`] when no pod names it).
@@ -46,7 +121,7 @@ enum Source {
 }
 
 #[derive(Debug, Default)]
-pub struct AffinityScoreState {
+struct AffinityScoreState {
     sources: Vec<(u32, i64, Source)>,
     candidates: Vec<u32>,
 }
@@ -158,7 +233,7 @@ impl Plugin for InterPodAffinity {
         {
             return PreFilter::Skip;
         }
-        let s = &mut state.affinity_filter;
+        let s = state.write::<AffinityFilterState>();
         let topo = &snap.topology;
         let namespaces = &snap.cluster.namespaces;
         s.existing_anti.clear();
@@ -229,7 +304,9 @@ impl Plugin for InterPodAffinity {
         node: NodeId,
         reasons: &mut Vec<Reason>,
     ) -> bool {
-        let s = &state.affinity_filter;
+        let Some(s) = state.read::<AffinityFilterState>() else {
+            return true;
+        };
         let topo = &snap.topology;
         if !pod.pod_affinity.required.is_empty() {
             let mut all_keys = true;
@@ -243,14 +320,14 @@ impl Plugin for InterPodAffinity {
                 }
             }
             if !all_keys || (!pods_exist && !s.self_affinity_ok) {
-                reasons.push(Reason::PodAffinityNotMatch);
+                reasons.push(POD_AFFINITY_NOT_MATCH);
                 return false;
             }
         }
         for (key, range) in &s.anti {
             let v = value_of(topo, *key, node);
             if v != NO_VALUE && count_in(topo, &s.anti_classes[range.clone()], *key, v) > 0 {
-                reasons.push(Reason::PodAntiAffinityNotMatch);
+                reasons.push(POD_ANTI_AFFINITY_NOT_MATCH);
                 return false;
             }
         }
@@ -258,7 +335,7 @@ impl Plugin for InterPodAffinity {
             let t = topo.term_class(t);
             let v = topo.node_value(t.key, node);
             if v != NO_VALUE && t.counts.get(v) > 0 {
-                reasons.push(Reason::ExistingPodsAntiAffinityNotMatch);
+                reasons.push(EXISTING_PODS_ANTI_AFFINITY_NOT_MATCH);
                 return false;
             }
         }
@@ -277,7 +354,7 @@ impl Plugin for InterPodAffinity {
         if !has_preferred && snap.bound_with_affinity == 0 {
             return false;
         }
-        let s = &mut state.affinity_score;
+        let s = state.write::<AffinityScoreState>();
         s.sources.clear();
         let topo = &snap.topology;
         let namespaces = &snap.cluster.namespaces;
@@ -337,10 +414,11 @@ impl Plugin for InterPodAffinity {
     }
 
     fn score(&self, snap: &ClusterState, _pod: &Pod, state: &CycleState, node: NodeId) -> i64 {
+        let Some(s) = state.read::<AffinityScoreState>() else {
+            return 0;
+        };
         let topo = &snap.topology;
-        state
-            .affinity_score
-            .sources
+        s.sources
             .iter()
             .map(|&(key, w, source)| {
                 let v = topo.node_value(key, node);

@@ -3,10 +3,47 @@
 
 use lockstep_model::{NodeId, Pod};
 
-use crate::framework::{CycleState, Plugin, PreFilter, Reason, Signature, default_normalize};
+use crate::framework::{
+    CycleState, Plugin, PreFilter, Reason, Rejections, Signature, default_normalize,
+};
+use crate::plugins::{Registration, no_args};
 use crate::state::ClusterState;
 
 pub struct NodeAffinity;
+
+pub static PLUGIN: Registration = Registration {
+    name: "NodeAffinity",
+    filter: true,
+    score: true,
+    default_filter: true,
+    weight: 2,
+    scored_by_default: true,
+    build: |_, _| Box::new(NodeAffinity),
+    configure: no_args,
+};
+
+static REJECTIONS: Rejections = Rejections {
+    plugin: "NodeAffinity",
+    message: |code, _| match code {
+        MISMATCH_CODE => "node(s) didn't match Pod's node affinity/selector".into(),
+        _ => "pod affinity terms conflict".into(),
+    },
+    resolvable: |_, _, _, _| false,
+};
+
+const MISMATCH_CODE: u32 = 0;
+
+/// The node's labels or name do not satisfy the pod's nodeSelector or required affinity.
+pub const MISMATCH: Reason = Reason {
+    by: &REJECTIONS,
+    code: MISMATCH_CODE,
+};
+
+/// The required terms name conflicting node names, so no node can match.
+pub const CONFLICT: Reason = Reason {
+    by: &REJECTIONS,
+    code: 1,
+};
 
 /// Whether the node satisfies the pod's nodeSelector and required node affinity.
 pub fn required_matches(snap: &ClusterState, pod: &Pod, node: NodeId) -> bool {
@@ -69,9 +106,7 @@ impl Plugin for NodeAffinity {
             Some(terms) if terms.is_empty() => PreFilter::Run,
             Some(terms) => match node_names(terms) {
                 None => PreFilter::Run,
-                Some(names) if names.is_empty() => {
-                    PreFilter::RejectAll(Reason::NodeAffinityConflict, None)
-                }
+                Some(names) if names.is_empty() => PreFilter::RejectAll(CONFLICT, None),
                 Some(names) => {
                     PreFilter::RunOn(names.iter().filter_map(|n| snap.node_id(n)).collect(), 1)
                 }
@@ -91,7 +126,7 @@ impl Plugin for NodeAffinity {
         if required_matches(snap, pod, node) {
             true
         } else {
-            reasons.push(Reason::NodeAffinityMismatch);
+            reasons.push(MISMATCH);
             false
         }
     }

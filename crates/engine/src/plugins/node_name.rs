@@ -4,10 +4,34 @@
 
 use lockstep_model::{NodeId, Pod};
 
-use crate::framework::{CycleState, Plugin, PreFilter, Reason, Signature};
+use crate::framework::{CycleState, Plugin, PreFilter, Reason, Rejections, Signature};
+use crate::plugins::{Registration, no_args};
 use crate::state::ClusterState;
 
 pub struct NodeName;
+
+pub static PLUGIN: Registration = Registration {
+    name: "NodeName",
+    filter: true,
+    score: false,
+    default_filter: true,
+    weight: 1,
+    scored_by_default: false,
+    build: |_, _| Box::new(NodeName),
+    configure: no_args,
+};
+
+static REJECTIONS: Rejections = Rejections {
+    plugin: "NodeName",
+    message: |_, _| "node(s) didn't match the requested node name".into(),
+    resolvable: |_, _, _, _| false,
+};
+
+/// The node is not the one the pod names.
+pub const MISMATCH: Reason = Reason {
+    by: &REJECTIONS,
+    code: 0,
+};
 
 impl Plugin for NodeName {
     fn name(&self) -> &'static str {
@@ -36,7 +60,7 @@ impl Plugin for NodeName {
     ) -> bool {
         match &pod.node_name {
             Some(n) if *n != snap.cluster.nodes[node.index()].name => {
-                reasons.push(Reason::NodeNameMismatch);
+                reasons.push(MISMATCH);
                 false
             }
             _ => true,

@@ -2,10 +2,35 @@
 
 use lockstep_model::{NodeId, Pod};
 
-use crate::framework::{CycleState, Plugin, PreFilter, Reason, Signature};
+use crate::framework::{CycleState, Plugin, PreFilter, Reason, Rejections, Signature};
+use crate::plugins::{Registration, no_args};
 use crate::state::ClusterState;
 
 pub struct NodePorts;
+
+pub static PLUGIN: Registration = Registration {
+    name: "NodePorts",
+    filter: true,
+    score: false,
+    default_filter: true,
+    weight: 1,
+    scored_by_default: false,
+    build: |_, _| Box::new(NodePorts),
+    configure: no_args,
+};
+
+static REJECTIONS: Rejections = Rejections {
+    plugin: "NodePorts",
+    message: |_, _| "node(s) didn't have free ports for the requested pod ports".into(),
+    // The pods holding the ports can be removed.
+    resolvable: |_, _, _, _| true,
+};
+
+/// A requested host port is taken on the node.
+pub const CONFLICT: Reason = Reason {
+    by: &REJECTIONS,
+    code: 0,
+};
 
 impl Plugin for NodePorts {
     fn name(&self) -> &'static str {
@@ -39,7 +64,7 @@ impl Plugin for NodePorts {
             .iter()
             .any(|p| used.iter().any(|u| u.conflicts(p)))
         {
-            reasons.push(Reason::NodePortsConflict);
+            reasons.push(CONFLICT);
             return false;
         }
         true

@@ -4,9 +4,143 @@
 
 use lockstep_model::{NodeId, Pod, ResourceId};
 
-use crate::config::{ScoringStrategy, ScoringStrategyType};
-use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason, Signature};
+use serde::Deserialize;
+
+use crate::config::{
+    ConfigError, Profile, ResourceWeight, ScoringStrategy, ScoringStrategyType, ShapePoint,
+    check_resources, cpu_memory,
+};
+use crate::framework::{
+    CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason, Rejections, Signature,
+};
+use crate::plugins::{Registration, args};
 use crate::state::ClusterState;
+
+pub static PLUGIN: Registration = Registration {
+    name: "NodeResourcesFit",
+    filter: true,
+    score: true,
+    default_filter: true,
+    weight: 1,
+    scored_by_default: true,
+    build: |profile, names| Box::new(NodeResourcesFit::new(&profile.scoring_strategy, names)),
+    configure,
+};
+
+/// `NodeResourcesFitArgs`: the fields lockstep reads (others are accepted and ignored).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Args {
+    #[serde(default)]
+    scoring_strategy: Option<ScoringStrategySpec>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ScoringStrategySpec {
+    #[serde(default, rename = "type")]
+    kind: ScoringStrategyType,
+    #[serde(default)]
+    resources: Option<Vec<ResourceWeight>>,
+    #[serde(default)]
+    requested_to_capacity_ratio: Option<RequestedToCapacityRatioSpec>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequestedToCapacityRatioSpec {
+    #[serde(default)]
+    shape: Vec<ShapePoint>,
+}
+
+fn configure(value: &serde_json::Value, field: &str, p: &mut Profile) -> Result<(), ConfigError> {
+    let Some(s) = args::<Args>(value, field)?.scoring_strategy else {
+        return Ok(());
+    };
+    let resources = s.resources.unwrap_or_else(cpu_memory);
+    check_resources(&resources, &format!("{field}.scoringStrategy.resources"))?;
+    let shape = s
+        .requested_to_capacity_ratio
+        .map(|r| r.shape)
+        .unwrap_or_default();
+    if s.kind == ScoringStrategyType::RequestedToCapacityRatio {
+        validate_shape(
+            &shape,
+            &format!("{field}.scoringStrategy.requestedToCapacityRatio.shape"),
+        )?;
+    }
+    p.scoring_strategy = ScoringStrategy {
+        kind: s.kind,
+        resources,
+        shape,
+    };
+    Ok(())
+}
+
+fn validate_shape(shape: &[ShapePoint], field: &str) -> Result<(), ConfigError> {
+    if shape.is_empty() {
+        return Err(ConfigError::Invalid {
+            field: field.into(),
+            problem: "RequestedToCapacityRatio needs at least one shape point".into(),
+        });
+    }
+    for (i, pt) in shape.iter().enumerate() {
+        if !(0..=100).contains(&pt.utilization) || !(0..=10).contains(&pt.score) {
+            return Err(ConfigError::Invalid {
+                field: format!("{field}[{i}]"),
+                problem: "utilization must be 0..100 and score 0..10".into(),
+            });
+        }
+        if i > 0 && pt.utilization <= shape[i - 1].utilization {
+            return Err(ConfigError::Invalid {
+                field: format!("{field}[{i}].utilization"),
+                problem: "utilization values must be strictly increasing".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+static REJECTIONS: Rejections = Rejections {
+    plugin: "NodeResourcesFit",
+    message: |code, snap| match code {
+        TOO_MANY_PODS_CODE => "Too many pods".into(),
+        r => format!(
+            "Insufficient {}",
+            snap.cluster.resources.name(ResourceId((r - 1) as u16))
+        ),
+    },
+    // A resource is unresolvable when the pod asks for more than the node's whole
+    // allocatable.
+    resolvable: |code, snap, pod, node| match code {
+        TOO_MANY_PODS_CODE => true,
+        r => {
+            pod.requests.get(ResourceId((r - 1) as u16))
+                <= snap.allocatable(node, ResourceId((r - 1) as u16))
+        }
+    },
+};
+
+const TOO_MANY_PODS_CODE: u32 = 0;
+
+/// The node has no pod slot left.
+pub const TOO_MANY_PODS: Reason = Reason {
+    by: &REJECTIONS,
+    code: TOO_MANY_PODS_CODE,
+};
+
+/// The node lacks free allocatable of `r`.
+pub fn insufficient(r: ResourceId) -> Reason {
+    Reason {
+        by: &REJECTIONS,
+        code: u32::from(r.0) + 1,
+    }
+}
+
+/// Whether this plugin gave `reason`: the node is short of a resource or a pod slot.
+pub fn is_shortage(reason: &Reason) -> bool {
+    reason.is_from(&REJECTIONS)
+}
 
 /// kube-scheduler's `MaxCustomPriorityScore`: shape scores are on a 0..10 scale.
 const MAX_CUSTOM_PRIORITY_SCORE: i64 = 10;
@@ -19,7 +153,7 @@ pub struct NodeResourcesFit {
 }
 
 #[derive(Debug, Default)]
-pub struct FitScoreState {
+struct FitScoreState {
     /// The pod's request for each scored resource (non-zero defaults for cpu and memory).
     pod_requests: Vec<i64>,
 }
@@ -143,7 +277,7 @@ impl Plugin for NodeResourcesFit {
     ) -> bool {
         let mut fits = true;
         if i64::from(snap.pod_count(node)) + 1 > snap.allocatable(node, ResourceId::PODS) {
-            reasons.push(Reason::TooManyPods);
+            reasons.push(TOO_MANY_PODS);
             fits = false;
         }
         for (r, v) in pod.requests.iter() {
@@ -151,7 +285,7 @@ impl Plugin for NodeResourcesFit {
                 continue;
             }
             if v > 0 && v > snap.allocatable(node, r) - snap.requested(node, r) {
-                reasons.push(Reason::Insufficient(r));
+                reasons.push(insufficient(r));
                 fits = false;
             }
         }
@@ -164,7 +298,7 @@ impl Plugin for NodeResourcesFit {
         state: &mut CycleState,
         _feasible: &[NodeId],
     ) -> bool {
-        let reqs = &mut state.fit_score.pod_requests;
+        let reqs = &mut state.write::<FitScoreState>().pod_requests;
         reqs.clear();
         reqs.extend(
             self.resources
@@ -174,12 +308,15 @@ impl Plugin for NodeResourcesFit {
         !self.resources.is_empty()
     }
     fn score(&self, snap: &ClusterState, _pod: &Pod, state: &CycleState, node: NodeId) -> i64 {
+        let Some(fit) = state.read::<FitScoreState>() else {
+            return 0;
+        };
         let nz = snap.non_zero_requested(node);
         let mut total = 0i64;
         let mut weights = 0i64;
         for (i, &(r, w)) in self.resources.iter().enumerate() {
             let Some(r) = r else { continue };
-            let pod_req = state.fit_score.pod_requests[i];
+            let pod_req = fit.pod_requests[i];
             let is_scalar = r.0 > ResourceId::PODS.0;
             if is_scalar && pod_req == 0 {
                 continue;

@@ -3,10 +3,34 @@
 
 use lockstep_model::{NodeId, Pod, Taint, TaintEffect, node::tolerated};
 
-use crate::framework::{CycleState, Plugin, PreFilter, Reason, Signature};
+use crate::framework::{CycleState, Plugin, PreFilter, Reason, Rejections, Signature};
+use crate::plugins::{Registration, no_args};
 use crate::state::ClusterState;
 
 pub struct NodeUnschedulable;
+
+pub static PLUGIN: Registration = Registration {
+    name: "NodeUnschedulable",
+    filter: true,
+    score: false,
+    default_filter: true,
+    weight: 1,
+    scored_by_default: false,
+    build: |_, _| Box::new(NodeUnschedulable),
+    configure: no_args,
+};
+
+static REJECTIONS: Rejections = Rejections {
+    plugin: "NodeUnschedulable",
+    message: |_, _| "node(s) were unschedulable".into(),
+    resolvable: |_, _, _, _| false,
+};
+
+/// The node is cordoned.
+pub const UNSCHEDULABLE: Reason = Reason {
+    by: &REJECTIONS,
+    code: 0,
+};
 
 fn tolerates_unschedulable(pod: &Pod) -> bool {
     let taint = Taint {
@@ -44,7 +68,7 @@ impl Plugin for NodeUnschedulable {
         reasons: &mut Vec<Reason>,
     ) -> bool {
         if snap.cluster.nodes[node.index()].unschedulable {
-            reasons.push(Reason::NodeUnschedulable);
+            reasons.push(UNSCHEDULABLE);
             return false;
         }
         true

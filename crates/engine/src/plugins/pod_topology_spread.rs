@@ -7,14 +7,54 @@ use lockstep_model::{
     InclusionPolicy, NodeId, Pod, TaintEffect, TopologySpreadConstraint, WhenUnsatisfiable,
 };
 
-use crate::framework::{CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason, Signature};
+use crate::framework::{
+    CycleState, MAX_NODE_SCORE, Plugin, PreFilter, Reason, Rejections, Signature,
+};
 use crate::plugins::node_affinity::required_matches;
+use crate::plugins::{Registration, no_args};
 use crate::state::ClusterState;
 use crate::topology::{NO_VALUE, PodTopology};
 
 pub const HOSTNAME_KEY: &str = "kubernetes.io/hostname";
 
 pub struct PodTopologySpread;
+
+pub static PLUGIN: Registration = Registration {
+    name: "PodTopologySpread",
+    filter: true,
+    score: true,
+    default_filter: true,
+    weight: 2,
+    scored_by_default: true,
+    build: |_, _| Box::new(PodTopologySpread),
+    configure: no_args,
+};
+
+static REJECTIONS: Rejections = Rejections {
+    plugin: "PodTopologySpread",
+    message: |code, _| match code {
+        MISSING_LABEL_CODE => {
+            "node(s) didn't match pod topology spread constraints (missing required label)".into()
+        }
+        _ => "node(s) didn't match pod topology spread constraints".into(),
+    },
+    // Removing matching pods can lower a domain's skew; it cannot give a node a label.
+    resolvable: |code, _, _, _| code != MISSING_LABEL_CODE,
+};
+
+const MISSING_LABEL_CODE: u32 = 0;
+
+/// The node lacks a constraint's topology key.
+pub const MISSING_LABEL: Reason = Reason {
+    by: &REJECTIONS,
+    code: MISSING_LABEL_CODE,
+};
+
+/// Placing the pod on the node would exceed a constraint's maxSkew.
+pub const CONSTRAINTS_NOT_MATCH: Reason = Reason {
+    by: &REJECTIONS,
+    code: 1,
+};
 
 /// Matching pods per domain of the selected constraints: per constraint, its key id, the
 /// label classes of the state its selector matches, and the count per value id of its key
@@ -28,7 +68,7 @@ struct Domains {
 }
 
 #[derive(Debug, Default)]
-pub struct SpreadFilterState {
+struct SpreadFilterState {
     /// Indexes of the pod's DoNotSchedule constraints.
     constraints: Vec<usize>,
     domains: Domains,
@@ -39,7 +79,7 @@ pub struct SpreadFilterState {
 }
 
 #[derive(Debug, Default)]
-pub struct SpreadScoreState {
+struct SpreadScoreState {
     constraints: Vec<usize>,
     domains: Domains,
     weights: Vec<f64>,
@@ -199,7 +239,7 @@ impl Plugin for PodTopologySpread {
     }
 
     fn pre_filter(&self, snap: &ClusterState, pod: &Pod, state: &mut CycleState) -> PreFilter {
-        let s = &mut state.spread_filter;
+        let s = state.write::<SpreadFilterState>();
         select(pod, WhenUnsatisfiable::DoNotSchedule, &mut s.constraints);
         if s.constraints.is_empty() {
             return PreFilter::Skip;
@@ -235,19 +275,21 @@ impl Plugin for PodTopologySpread {
         node: NodeId,
         reasons: &mut Vec<Reason>,
     ) -> bool {
-        let s = &state.spread_filter;
+        let Some(s) = state.read::<SpreadFilterState>() else {
+            return true;
+        };
         let topo = &snap.topology;
         for (k, &ci) in s.constraints.iter().enumerate() {
             let c = &pod.topology_spread[ci];
             let value = value_of(topo, s.domains.keys[k], node);
             if value == NO_VALUE {
-                reasons.push(Reason::SpreadMissingLabel);
+                reasons.push(MISSING_LABEL);
                 return false;
             }
             let matching = s.domains.count(k, value);
             let skew = matching + i64::from(s.self_match[k]) - s.min_match[k];
             if skew > i64::from(c.max_skew) {
-                reasons.push(Reason::SpreadConstraintsNotMatch);
+                reasons.push(CONSTRAINTS_NOT_MATCH);
                 return false;
             }
         }
@@ -261,7 +303,7 @@ impl Plugin for PodTopologySpread {
         state: &mut CycleState,
         feasible: &[NodeId],
     ) -> bool {
-        let s = &mut state.spread_score;
+        let s = state.write::<SpreadScoreState>();
         select(pod, WhenUnsatisfiable::ScheduleAnyway, &mut s.constraints);
         if s.constraints.is_empty() {
             return false;
@@ -308,7 +350,9 @@ impl Plugin for PodTopologySpread {
     }
 
     fn score(&self, snap: &ClusterState, pod: &Pod, state: &CycleState, node: NodeId) -> i64 {
-        let s = &state.spread_score;
+        let Some(s) = state.read::<SpreadScoreState>() else {
+            return 0;
+        };
         if s.ignored.contains(&node) {
             return 0;
         }
@@ -330,7 +374,9 @@ impl Plugin for PodTopologySpread {
     }
 
     fn normalize(&self, state: &CycleState, feasible: &[NodeId], scores: &mut [i64]) {
-        let s = &state.spread_score;
+        let Some(s) = state.read::<SpreadScoreState>() else {
+            return;
+        };
         let mut min = i64::MAX;
         let mut max = 0i64;
         for (i, node) in feasible.iter().enumerate() {

@@ -3,10 +3,40 @@
 
 use lockstep_model::{NodeId, Pod, TaintEffect};
 
-use crate::framework::{CycleState, Plugin, PreFilter, Reason, Signature, default_normalize};
+use crate::framework::{
+    CycleState, Plugin, PreFilter, Reason, Rejections, Signature, default_normalize,
+};
+use crate::plugins::{Registration, no_args};
 use crate::state::ClusterState;
 
 pub struct TaintToleration;
+
+pub static PLUGIN: Registration = Registration {
+    name: "TaintToleration",
+    filter: true,
+    score: true,
+    default_filter: true,
+    weight: 3,
+    scored_by_default: true,
+    build: |_, _| Box::new(TaintToleration),
+    configure: no_args,
+};
+
+static REJECTIONS: Rejections = Rejections {
+    plugin: "TaintToleration",
+    message: |_, _| "node(s) had untolerated taint(s)".into(),
+    resolvable: |_, _, _, _| false,
+};
+
+/// A NoSchedule/NoExecute taint the pod does not tolerate.
+pub const UNTOLERATED: Reason = Reason {
+    by: &REJECTIONS,
+    code: 0,
+};
+
+/// The per-cycle state: for each distinct taint set, whether some taint is untolerated.
+#[derive(Debug, Default)]
+struct Verdicts(Vec<bool>);
 
 /// Whether `taints` hold a NoSchedule/NoExecute taint the pod does not tolerate.
 fn any_untolerated(taints: &[lockstep_model::Taint], pod: &Pod) -> bool {
@@ -37,8 +67,9 @@ impl Plugin for TaintToleration {
             return PreFilter::Skip;
         }
         // Judge each distinct taint set once; nodes look their set's verdict up.
-        state.taint_verdicts.clear();
-        state.taint_verdicts.extend(
+        let verdicts = &mut state.write::<Verdicts>().0;
+        verdicts.clear();
+        verdicts.extend(
             snap.taint_sets
                 .iter()
                 .map(|taints| any_untolerated(taints, pod)),
@@ -53,8 +84,11 @@ impl Plugin for TaintToleration {
         node: NodeId,
         reasons: &mut Vec<Reason>,
     ) -> bool {
-        if state.taint_verdicts[snap.node_taint_set[node.index()] as usize] {
-            reasons.push(Reason::UntoleratedTaint);
+        let untolerated = state
+            .read::<Verdicts>()
+            .is_some_and(|v| v.0[snap.node_taint_set[node.index()] as usize]);
+        if untolerated {
+            reasons.push(UNTOLERATED);
             false
         } else {
             true
