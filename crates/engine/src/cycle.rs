@@ -500,9 +500,9 @@ impl Framework {
         signed: bool,
     ) -> Result<NodeId, FitError> {
         let pod: &Pod = snap.pod(pod_id);
-        let n = candidates.map_or(snap.num_nodes(), <[NodeId]>::len);
+        let n_all = candidates.map_or(snap.num_nodes(), <[NodeId]>::len);
         self.failures.clear();
-        if n == 0 {
+        if n_all == 0 {
             return Err(FitError {
                 num_nodes: 0,
                 reasons: Vec::new(),
@@ -510,7 +510,59 @@ impl Framework {
                 rejected_by: None,
             });
         }
-        // PreFilter.
+        let only = self.run_pre_filters(snap, pod_id, n_all)?;
+        let restricted: Vec<NodeId>;
+        let mut candidates = candidates;
+        let mut outside = None;
+        if let Some((mut nodes, bits)) = only {
+            if let Some(c) = candidates {
+                nodes.retain(|x| c.contains(x));
+            }
+            nodes.sort_by_key(|n| snap.rank(*n));
+            nodes.dedup();
+            outside = Some((
+                (n_all - nodes.len()) as u32,
+                Reason::not_in_pre_filter_result(bits),
+            ));
+            restricted = nodes;
+            candidates = Some(&restricted);
+        }
+        self.run_filters(snap, pod, candidates);
+        if self.feasible.is_empty() {
+            let mut reasons: Vec<(Reason, u32)> =
+                self.failures.iter().map(|(r, c)| (*r, *c)).collect();
+            if let Some((count, r)) = outside
+                && count > 0
+            {
+                reasons.push((r, count));
+            }
+            reasons.sort();
+            return Err(FitError {
+                num_nodes: n_all,
+                reasons,
+                pre_filter: None,
+                rejected_by: None,
+            });
+        }
+        if self.feasible.len() == 1 && !self.force_score {
+            self.batch = None;
+            self.last_score = 0;
+            return Ok(self.feasible[0]);
+        }
+        self.run_scores(snap, pod);
+        Ok(self.select(snap, scope, signed))
+    }
+
+    /// PreFilter: the filters that run for the pod (`active`), and the node set the
+    /// PreFilters narrowed the cycle to with the bits naming them, if any; a PreFilter that
+    /// rejects the pod outright ends the cycle (`n` nodes, none looked at).
+    fn run_pre_filters(
+        &mut self,
+        snap: &ClusterState,
+        pod_id: PodId,
+        n: usize,
+    ) -> Result<Option<(Vec<NodeId>, u8)>, FitError> {
+        let pod = snap.pod(pod_id);
         self.state.pod = pod_id;
         self.active.clear();
         let mut only: Option<(Vec<NodeId>, u8)> = None;
@@ -539,28 +591,15 @@ impl Framework {
                 }
             }
         }
-        let restricted: Vec<NodeId>;
-        let mut candidates = candidates;
-        let mut outside = None;
-        if let Some((mut nodes, bits)) = only {
-            if let Some(c) = candidates {
-                nodes.retain(|x| c.contains(x));
-            }
-            nodes.sort_by_key(|n| snap.rank(*n));
-            nodes.dedup();
-            outside = Some((
-                (n - nodes.len()) as u32,
-                Reason::not_in_pre_filter_result(bits),
-            ));
-            restricted = nodes;
-            candidates = Some(&restricted);
-        }
-        let n_all = n;
+        Ok(only)
+    }
+
+    /// Filter: `feasible` from the candidate nodes (every node when `None`). The nominated
+    /// node (`status.nominatedNodeName`) is tried first; when it passes every filter it is
+    /// the only feasible node and the scan is skipped (nor does the scan's start move), as in
+    /// kube-scheduler. When it fails, the scan counts it with the others.
+    fn run_filters(&mut self, snap: &ClusterState, pod: &Pod, candidates: Option<&[NodeId]>) {
         let n = candidates.map_or(snap.num_nodes(), <[NodeId]>::len);
-        // Filter. The nominated node (`status.nominatedNodeName`) is tried first; when it
-        // passes every filter it is the only feasible node and the scan is skipped (nor does
-        // the scan's start move), as in kube-scheduler. When it fails, the scan below counts
-        // it with the others.
         self.feasible.clear();
         let nominated = pod
             .nominated_node_name
@@ -575,28 +614,11 @@ impl Framework {
         } else {
             self.scan(snap, pod, candidates, n);
         }
-        if self.feasible.is_empty() {
-            let mut reasons: Vec<(Reason, u32)> =
-                self.failures.iter().map(|(r, c)| (*r, *c)).collect();
-            if let Some((count, r)) = outside
-                && count > 0
-            {
-                reasons.push((r, count));
-            }
-            reasons.sort();
-            return Err(FitError {
-                num_nodes: n_all,
-                reasons,
-                pre_filter: None,
-                rejected_by: None,
-            });
-        }
-        if self.feasible.len() == 1 && !self.force_score {
-            self.batch = None;
-            self.last_score = 0;
-            return Ok(self.feasible[0]);
-        }
-        // Score.
+    }
+
+    /// PreScore, Score and NormalizeScore of every scorer over `feasible`, summed with the
+    /// weights into `total`.
+    fn run_scores(&mut self, snap: &ClusterState, pod: &Pod) {
         let m = self.feasible.len();
         self.total.clear();
         self.total.resize(m, 0);
@@ -617,9 +639,13 @@ impl Framework {
                 *t += s * weight;
             }
         }
-        // Select: highest total, then the first node in name order.
+    }
+
+    /// Selection: the highest total, then the first node in name order; records the nodes
+    /// tied with it and, for a signed pod, the batch state for the next identical pod.
+    fn select(&mut self, snap: &ClusterState, scope: u64, signed: bool) -> NodeId {
         let mut best = 0;
-        for i in 1..m {
+        for i in 1..self.feasible.len() {
             let better = self.total[i] > self.total[best]
                 || (self.total[i] == self.total[best]
                     && snap.rank(self.feasible[i]) < snap.rank(self.feasible[best]));
@@ -651,7 +677,7 @@ impl Framework {
                 .collect(),
             scorers: self.active_scorers.clone(),
         });
-        Ok(chosen)
+        chosen
     }
 }
 

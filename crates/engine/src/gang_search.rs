@@ -95,6 +95,59 @@ const UNIQUE: u32 = u32::MAX;
 /// Device placements one joint allocation of several pods' claims may try.
 const JOINT_ALLOCATION_STEPS: u64 = 10_000;
 
+/// A pod of the gangs as the search orders it.
+struct Entry {
+    pod: PodId,
+    gang: usize,
+    needs_mates: bool,
+    feasible: usize,
+    share: f64,
+    signature: Option<Signature>,
+    name: (String, String),
+}
+
+/// The search's pod order (each pod with its gang): pods that need mates last, then by
+/// fewest feasible nodes, largest dominant share and name, identical pods together at the
+/// place of the first of them; and for each position whether the pod is identical to the
+/// one before it.
+fn search_order(entries: &[Entry]) -> (Vec<(PodId, usize)>, Vec<bool>) {
+    let mut first_of: HashMap<&Signature, usize> = HashMap::new();
+    let mut group_of: Vec<usize> = Vec::with_capacity(entries.len());
+    for (i, e) in entries.iter().enumerate() {
+        group_of.push(match &e.signature {
+            Some(s) => *first_of.entry(s).or_insert(i),
+            None => i,
+        });
+    }
+    let mut idx: Vec<usize> = (0..entries.len()).collect();
+    let rep_key = |i: usize| {
+        let r = &entries[group_of[i]];
+        (
+            r.needs_mates,
+            r.feasible,
+            std::cmp::Reverse(OrdF64(r.share)),
+            &r.name,
+        )
+    };
+    idx.sort_by(|&a, &b| {
+        rep_key(a)
+            .cmp(&rep_key(b))
+            .then_with(|| entries[a].name.cmp(&entries[b].name))
+    });
+    let order = idx
+        .iter()
+        .map(|&i| (entries[i].pod, entries[i].gang))
+        .collect();
+    let same_as_previous = idx
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| {
+            k > 0 && entries[i].signature.is_some() && group_of[i] == group_of[idx[k - 1]]
+        })
+        .collect();
+    (order, same_as_previous)
+}
+
 /// What a joint allocation on a node shared with mates gave.
 enum Joint {
     Placed,
@@ -172,51 +225,95 @@ impl Scheduler {
 
     /// The whole-gang search for `gangs` on `nodes` (None: every node). See the module.
     pub(crate) fn whole_gang(&mut self, gangs: &[Gang], nodes: Option<&[NodeId]>) -> Outcome {
-        // Identical pods that look at no other pods and claim no devices: placing them one
-        // after another fails only when no node has room for one more, whatever the order.
-        // (With claims it can fail: a first-fit device choice may strand the next pod.)
         let mut signatures: Vec<Option<Signature>> = Vec::new();
         for gang in gangs {
             for &pod in &gang.pods {
                 signatures.push(self.framework.signature_of(&self.snapshot, pod));
             }
         }
+        if self.fails_at_once(gangs, nodes, &signatures) {
+            return Outcome::Infeasible;
+        }
+        self.gang_search.searches += 1;
+        let entries = self.search_entries(gangs, nodes, signatures);
+        let mut left = vec![0usize; gangs.len()];
+        for e in &entries {
+            left[e.gang] += 1;
+        }
+        if gangs.iter().zip(&left).any(|(g, &l)| l < g.target) {
+            return Outcome::Infeasible;
+        }
+        let (order, same_as_previous) = search_order(&entries);
+        let class = self.node_classes(&order);
+        let mut search = Search {
+            order,
+            same_as_previous,
+            target: gangs.iter().map(|g| g.target).collect(),
+            placed: vec![0; gangs.len()],
+            left,
+            nodes,
+            class,
+            unit_on: vec![0; self.snapshot.node_slots()],
+            steps: 0,
+            limit: self.options.profile.gang_search_steps,
+            exhausted: false,
+            mark: self.log.len(),
+        };
+        let found = self.dfs(&mut search, 0, &[]);
+        self.gang_search.steps += search.steps;
+        if found {
+            self.gang_search.placed += 1;
+            return Outcome::Placed(self.left_out(gangs, nodes));
+        }
+        self.rollback(search.mark);
+        if search.exhausted {
+            self.gang_search.exhausted += 1;
+            Outcome::Exhausted
+        } else {
+            Outcome::Infeasible
+        }
+    }
+
+    /// Whether the gangs fail without a search: identical pods that look at no other pods
+    /// and claim no devices (placing them one after another fails only when no node has
+    /// room for one more, whatever the order; with claims a first-fit device choice may
+    /// strand the next pod), or a gang whose least demand exceeds the free capacity.
+    fn fails_at_once(
+        &self,
+        gangs: &[Gang],
+        nodes: Option<&[NodeId]>,
+        signatures: &[Option<Signature>],
+    ) -> bool {
         if self.all_independent(gangs.iter().flat_map(|g| &g.pods).copied())
             && signatures.first().is_some_and(Option::is_some)
             && signatures.windows(2).all(|w| w[0] == w[1])
         {
-            return Outcome::Infeasible;
+            return true;
         }
-        self.gang_search.searches += 1;
-        let limit = self.options.profile.gang_search_steps;
         let snap = &self.snapshot;
-        let all: Vec<NodeId>;
-        let node_list: &[NodeId] = match nodes {
-            Some(n) => n,
-            None => {
-                all = snap.nodes().to_vec();
-                &all
-            }
+        let free = match nodes {
+            Some(n) => free_of(snap, n),
+            None => free_of(snap, snap.nodes()),
         };
-        // A gang whose least demand cannot fit the free capacity fails at once.
-        let capacity = capacity_of(snap, node_list);
-        let free = free_of(snap, node_list);
-        for gang in gangs {
+        gangs.iter().any(|gang| {
             let demand = min_demand(snap, &gang.pods, gang.target);
-            if demand.iter().zip(&free).any(|(d, f)| d > f) {
-                return Outcome::Infeasible;
-            }
-        }
-        // Each pod's feasible nodes before any of the unit is placed.
-        struct Entry {
-            pod: PodId,
-            gang: usize,
-            needs_mates: bool,
-            feasible: usize,
-            share: f64,
-            signature: Option<Signature>,
-            name: (String, String),
-        }
+            demand.iter().zip(&free).any(|(d, f)| d > f)
+        })
+    }
+
+    /// Each pod of the gangs with its feasible node count before any is placed (once per
+    /// signature), its dominant share and its name; pods that fit nowhere now and need no
+    /// mate are left out (they can only be left out of the placement).
+    fn search_entries(
+        &mut self,
+        gangs: &[Gang],
+        nodes: Option<&[NodeId]>,
+        signatures: Vec<Option<Signature>>,
+    ) -> Vec<Entry> {
+        let capacity = match nodes {
+            Some(n) => capacity_of(&self.snapshot, n),
+            None => capacity_of(&self.snapshot, self.snapshot.nodes()),
+        };
         let mut entries: Vec<Entry> = Vec::new();
         let mut feasible_by_signature: HashMap<Signature, usize> = HashMap::new();
         let mut signatures = signatures.into_iter();
@@ -253,94 +350,30 @@ impl Scheduler {
                 });
             }
         }
-        // Pods that fit nowhere now and need no mate can only be left out.
         entries.retain(|e| e.needs_mates || e.feasible > 0);
-        let mut left = vec![0usize; gangs.len()];
-        for e in &entries {
-            left[e.gang] += 1;
-        }
-        if gangs.iter().zip(&left).any(|(g, &l)| l < g.target) {
-            return Outcome::Infeasible;
-        }
-        // Identical pods share the place of the first of them in the order.
-        let mut first_of: HashMap<Signature, usize> = HashMap::new();
-        let mut group_of: Vec<usize> = Vec::with_capacity(entries.len());
-        for (i, e) in entries.iter().enumerate() {
-            group_of.push(match &e.signature {
-                Some(s) => *first_of.entry(s.clone()).or_insert(i),
-                None => i,
-            });
-        }
-        let mut idx: Vec<usize> = (0..entries.len()).collect();
-        let rep_key = |i: usize| {
-            let r = &entries[group_of[i]];
-            (
-                r.needs_mates,
-                r.feasible,
-                std::cmp::Reverse(OrdF64(r.share)),
-                &r.name,
-            )
-        };
-        idx.sort_by(|&a, &b| {
-            rep_key(a)
-                .cmp(&rep_key(b))
-                .then_with(|| entries[a].name.cmp(&entries[b].name))
-        });
-        let order: Vec<(PodId, usize)> = idx
-            .iter()
-            .map(|&i| (entries[i].pod, entries[i].gang))
-            .collect();
-        let same_as_previous: Vec<bool> = idx
-            .iter()
-            .enumerate()
-            .map(|(k, &i)| {
-                k > 0 && entries[i].signature.is_some() && group_of[i] == group_of[idx[k - 1]]
-            })
-            .collect();
-        let class = self.node_classes(&order);
-        let mut search = Search {
-            order,
-            same_as_previous,
-            target: gangs.iter().map(|g| g.target).collect(),
-            placed: vec![0; gangs.len()],
-            left,
-            nodes,
-            class,
-            unit_on: vec![0; self.snapshot.node_slots()],
-            steps: 0,
-            limit,
-            exhausted: false,
-            mark: self.log.len(),
-        };
-        let found = self.dfs(&mut search, 0, &[]);
-        self.gang_search.steps += search.steps;
-        if found {
-            self.gang_search.placed += 1;
-            // The pods left out: those of the unit not on a node.
-            let mut unplaced = Vec::new();
-            for gang in gangs {
-                for &pod in &gang.pods {
-                    if self.snapshot.node_of(pod).is_none() {
-                        let message = match self.framework.ranked(&self.snapshot, pod, nodes) {
-                            Err(e) => e.message(&self.snapshot),
-                            Ok(_) => "left out by the gang's placement search".to_string(),
-                        };
-                        unplaced.push((pod, message));
-                    }
-                }
-            }
-            return Outcome::Placed(unplaced);
-        }
-        self.rollback(search.mark);
-        if search.exhausted {
-            self.gang_search.exhausted += 1;
-            Outcome::Exhausted
-        } else {
-            Outcome::Infeasible
-        }
+        entries
     }
 
-    /// Classes of alike nodes for the unit whose pods are `order` (see the module).
+    /// The pods of the gangs left without a node by a placement the search found, with why.
+    fn left_out(&mut self, gangs: &[Gang], nodes: Option<&[NodeId]>) -> Vec<(PodId, String)> {
+        let mut unplaced = Vec::new();
+        for gang in gangs {
+            for &pod in &gang.pods {
+                if self.snapshot.node_of(pod).is_none() {
+                    let message = match self.framework.ranked(&self.snapshot, pod, nodes) {
+                        Err(e) => e.message(&self.snapshot),
+                        Ok(_) => "left out by the gang's placement search".to_string(),
+                    };
+                    unplaced.push((pod, message));
+                }
+            }
+        }
+        unplaced
+    }
+
+    /// Classes of alike nodes for the unit whose pods are `order` (see the module). One
+    /// function of about 80 lines: the node key it builds (numbers, then text) is read best
+    /// in one place.
     fn node_classes(&self, order: &[(PodId, usize)]) -> Vec<u32> {
         let snap = &self.snapshot;
         let cluster = &snap.cluster;
@@ -425,7 +458,9 @@ impl Scheduler {
     }
 
     /// Places the pods from position `i` on; true when every gang reached its minimum (the
-    /// placements then stay assumed).
+    /// placements then stay assumed). Kept as one recursive function of about 90 lines: each
+    /// step's bound check, symmetry breaking, assume and undo must be read together to see
+    /// that every path restores the state.
     fn dfs(&mut self, s: &mut Search<'_>, i: usize, excluded: &[u64]) -> bool {
         if s.placed.iter().zip(&s.target).all(|(p, t)| p >= t) {
             // The gang condition holds: the rest where they fit, best first.

@@ -135,8 +135,15 @@ impl GroupIndex {
             idx.pod_group[i] = Some(g as u32);
             idx.members[g].push(PodId(i as u32));
         }
-        // Everything derived from these lists (pending and bound members, demands, victim
-        // lists) is in name order, never in input order.
+        idx.sort_by_name(cluster);
+        idx
+    }
+
+    /// Puts every list in name order and ranks pods and groups by name: everything derived
+    /// from these lists (pending and bound members, demands, victim lists) is in name order,
+    /// never in input order.
+    fn sort_by_name(&mut self, cluster: &Cluster) {
+        let idx = self;
         let pod_name = |p: &PodId| {
             let pod = &cluster.pods[p.index()];
             (pod.namespace.as_str(), pod.name.as_str())
@@ -180,7 +187,6 @@ impl GroupIndex {
                 idx.pod_rank[i] = rank as u32;
             }
         }
-        idx
     }
 
     /// A pod's position in the name order of pods and PodGroups.

@@ -14,6 +14,7 @@ pub mod estimate;
 pub mod framework;
 pub mod gang_search;
 pub mod group;
+mod group_cycle;
 pub mod plugins;
 pub mod preemption;
 pub mod queue;

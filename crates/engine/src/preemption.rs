@@ -36,10 +36,12 @@ use lockstep_model::{
 };
 use serde::Deserialize;
 
+use crate::cycle::FitError;
 use crate::framework::Reason;
 use crate::group::{GroupIndex, Unit};
-use crate::plugins::node_resources_fit;
-use crate::scheduler::Scheduler;
+use crate::group_cycle::Attempt;
+use crate::plugins::{dynamic_resources, node_resources_fit};
+use crate::scheduler::{Decisions, Scheduler};
 
 /// At most this many single victim units that make the gang fit are minimised and compared
 /// (candidates are taken cheapest first, so the best is nearly always among them).
@@ -94,6 +96,16 @@ pub struct Eviction {
 /// A victim unit with its position in the name order of pods and PodGroups, which orders
 /// units wherever they tie.
 type UnitKey = (u32, VictimUnit);
+
+/// What one gang's victim choice is for: the gang (`unit`, its `pending` pods), the
+/// candidates and the nodes where its pods could go.
+struct Ask<'a> {
+    index: &'a GroupIndex,
+    unit: Unit,
+    pending: &'a [PodId],
+    victims: &'a Victims,
+    room: &'a [NodeId],
+}
 
 fn unit_rank(index: &GroupIndex, u: VictimUnit) -> u32 {
     match u {
@@ -234,7 +246,25 @@ impl Scheduler {
                 }
             }
         }
-        // A whole unit is a candidate only if every pod of it is.
+        self.keep_complete_units(index, &mut info);
+        // In name order, so that every list of victims built from it is too.
+        let mut list: Vec<PodId> = (0..info.len())
+            .filter(|&i| info[i].is_some())
+            .map(|i| PodId(i as u32))
+            .collect();
+        list.sort_by_key(|p| index.pod_rank(*p));
+        let budgets = self.budgets();
+        let all: Vec<NodeId> = self.snapshot.nodes().to_vec();
+        Victims {
+            info,
+            list,
+            budgets,
+            capacity: crate::group::capacity_of(&self.snapshot, &all),
+        }
+    }
+
+    /// Drops the candidates of a unit that goes whole unless every pod of it is one.
+    fn keep_complete_units(&self, index: &GroupIndex, info: &mut [Option<VictimInfo>]) {
         let mut whole_groups: Vec<usize> = info
             .iter()
             .flatten()
@@ -258,13 +288,12 @@ impl Scheduler {
                 }
             }
         }
-        // In name order, so that every list of victims built from it is too.
-        let mut list: Vec<PodId> = (0..info.len())
-            .filter(|&i| info[i].is_some())
-            .map(|i| PodId(i as u32))
-            .collect();
-        list.sort_by_key(|p| index.pod_rank(*p));
-        let budgets = cluster
+    }
+
+    /// The PodDisruptionBudgets with the disruptions each allows now.
+    fn budgets(&self) -> Vec<Budget> {
+        self.snapshot
+            .cluster
             .pod_disruption_budgets
             .iter()
             .map(|b| {
@@ -288,14 +317,7 @@ impl Scheduler {
                     allowed,
                 }
             })
-            .collect();
-        let all: Vec<NodeId> = self.snapshot.nodes().to_vec();
-        Victims {
-            info,
-            list,
-            budgets,
-            capacity: crate::group::capacity_of(&self.snapshot, &all),
-        }
+            .collect()
     }
 
     /// The pods evicted together with `pod` (its whole unit when the unit goes whole).
@@ -458,12 +480,38 @@ impl Scheduler {
             let u = victims.at(p).unit;
             units.entry((unit_rank(index, u), u)).or_default().push(p);
         }
-        // One unit: candidates cheapest first by what the whole unit would cost; at most
-        // MAX_SINGLE_UNITS that fit are minimised and compared.
+        let ask = Ask {
+            index,
+            unit,
+            pending,
+            victims: &victims,
+            room: &room,
+        };
+        if let Some(choice) = self.best_single_unit(&ask, &units) {
+            return Some(choice.pods);
+        }
+        // Nothing is evicted when even every candidate together is not enough.
+        self.unit_fits_without(index, unit, &victims.list, &room)?;
+        if units.len() <= MAX_UNITS_FOR_PAIRS
+            && let Some(choice) = self.first_fitting_pair(&ask, &units)
+        {
+            return Some(choice.pods);
+        }
+        self.several_units(&ask, &units).map(|c| c.pods)
+    }
+
+    /// One unit: candidates cheapest first by what the whole unit would cost; at most
+    /// MAX_SINGLE_UNITS that fit are minimised and compared (by the objective, then the
+    /// gang's score without them, then name).
+    fn best_single_unit(
+        &mut self,
+        ask: &Ask,
+        units: &BTreeMap<UnitKey, Vec<PodId>>,
+    ) -> Option<Choice> {
         let mut singles: Vec<(Choice, UnitKey)> = units
             .iter()
-            .filter(|(_, pods)| self.could_free_enough(pending, pods, &room))
-            .map(|(u, pods)| (self.choice(&victims, pods.clone()), *u))
+            .filter(|(_, pods)| self.could_free_enough(ask.pending, pods, ask.room))
+            .map(|(u, pods)| (self.choice(ask.victims, pods.clone()), *u))
             .collect();
         singles.sort_by(|a, b| {
             a.0.key()
@@ -477,12 +525,14 @@ impl Scheduler {
             if fitting >= MAX_SINGLE_UNITS {
                 break;
             }
-            let Some(score) = self.unit_fits_without(index, unit, &whole_unit.pods, &room) else {
+            let Some(score) =
+                self.unit_fits_without(ask.index, ask.unit, &whole_unit.pods, ask.room)
+            else {
                 continue;
             };
             fitting += 1;
-            let choice = self.minimise(index, unit, &victims, whole_unit.pods, &room);
-            let name = self.unit_name(index, u.1);
+            let choice = self.minimise(ask.index, ask.unit, ask.victims, whole_unit.pods, ask.room);
+            let name = self.unit_name(ask.index, u.1);
             let better = match &best {
                 None => true,
                 Some((b, bs, bn)) => {
@@ -495,39 +545,48 @@ impl Scheduler {
                 best = Some((choice, score, name));
             }
         }
-        if let Some((choice, _, _)) = best {
-            return Some(choice.pods);
-        }
-        // Nothing is evicted when even every candidate together is not enough.
-        let all: Vec<PodId> = victims.list.clone();
-        self.unit_fits_without(index, unit, &all, &room)?;
+        best.map(|(choice, _, _)| choice)
+    }
 
-        // Two units, exhaustively, when there are few enough candidates: the best pair by the
-        // objective (checked cheapest first, so most pairs are never placed).
-        if units.len() <= MAX_UNITS_FOR_PAIRS {
-            let keys: Vec<UnitKey> = units.keys().copied().collect();
-            let mut pairs: Vec<Choice> = Vec::new();
-            for i in 0..keys.len() {
-                for j in i + 1..keys.len() {
-                    let mut pods = units[&keys[i]].clone();
-                    pods.extend(&units[&keys[j]]);
-                    if self.could_free_enough(pending, &pods, &room) {
-                        pairs.push(self.choice(&victims, pods));
-                    }
-                }
-            }
-            pairs.sort_by(|a, b| a.key().cmp(&b.key()).then(a.amount.total_cmp(&b.amount)));
-            for pair in pairs {
-                if self
-                    .unit_fits_without(index, unit, &pair.pods, &room)
-                    .is_some()
-                {
-                    return Some(self.minimise(index, unit, &victims, pair.pods, &room).pods);
+    /// Two units, exhaustively: the best pair by the objective (checked cheapest first, so
+    /// most pairs are never placed), minimised.
+    fn first_fitting_pair(
+        &mut self,
+        ask: &Ask,
+        units: &BTreeMap<UnitKey, Vec<PodId>>,
+    ) -> Option<Choice> {
+        let keys: Vec<UnitKey> = units.keys().copied().collect();
+        let mut pairs: Vec<Choice> = Vec::new();
+        for i in 0..keys.len() {
+            for j in i + 1..keys.len() {
+                let mut pods = units[&keys[i]].clone();
+                pods.extend(&units[&keys[j]]);
+                if self.could_free_enough(ask.pending, &pods, ask.room) {
+                    pairs.push(self.choice(ask.victims, pods));
                 }
             }
         }
+        pairs.sort_by(|a, b| a.key().cmp(&b.key()).then(a.amount.total_cmp(&b.amount)));
+        for pair in pairs {
+            if self
+                .unit_fits_without(ask.index, ask.unit, &pair.pods, ask.room)
+                .is_some()
+            {
+                return Some(self.minimise(ask.index, ask.unit, ask.victims, pair.pods, ask.room));
+            }
+        }
+        None
+    }
 
-        // Several units: largest first (ties: lower priority, then name), until it fits.
+    /// Several units: largest first (ties: lower priority, then name) until the gang fits,
+    /// then the units not needed dropped (the highest priority first, then the smallest),
+    /// minimised.
+    fn several_units(
+        &mut self,
+        ask: &Ask,
+        units: &BTreeMap<UnitKey, Vec<PodId>>,
+    ) -> Option<Choice> {
+        let (index, unit, victims, room) = (ask.index, ask.unit, ask.victims, ask.room);
         let mut order: Vec<(i32, f64, UnitKey)> = units
             .iter()
             .map(|(u, pods)| {
@@ -536,7 +595,7 @@ impl Scheduler {
                         .map(|p| victims.at(*p).priority)
                         .max()
                         .unwrap_or(0),
-                    self.amount(&victims, pods),
+                    self.amount(victims, pods),
                     *u,
                 )
             })
@@ -548,8 +607,8 @@ impl Scheduler {
         for (_, _, u) in &order {
             chosen.push(*u);
             pods.extend(&units[u]);
-            if self.could_free_enough(pending, &pods, &room)
-                && self.unit_fits_without(index, unit, &pods, &room).is_some()
+            if self.could_free_enough(ask.pending, &pods, room)
+                && self.unit_fits_without(index, unit, &pods, room).is_some()
             {
                 fits = true;
                 break;
@@ -558,7 +617,6 @@ impl Scheduler {
         if !fits {
             return None;
         }
-        // Drop units that are not needed: the highest priority first, then the smallest.
         let mut drop_order: Vec<(i32, f64, UnitKey)> = order
             .iter()
             .filter(|(_, _, u)| chosen.contains(u))
@@ -573,14 +631,14 @@ impl Scheduler {
                 .collect();
             if !without.is_empty()
                 && self
-                    .unit_fits_without(index, unit, &without, &room)
+                    .unit_fits_without(index, unit, &without, room)
                     .is_some()
             {
                 pods = without;
                 chosen.retain(|x| *x != u);
             }
         }
-        Some(self.minimise(index, unit, &victims, pods, &room).pods)
+        Some(self.minimise(index, unit, victims, pods, room))
     }
 
     /// Reprieves victims that are not needed: pods of units that need not go whole, the most
@@ -745,35 +803,7 @@ impl Scheduler {
                 self.restore(&lifted);
                 continue;
             }
-            // Reprieve: PDB-violating victims first, then by importance.
-            let mut order = on_node.clone();
-            let violating = |s: &Self, p: PodId| s.pdb_violations(&victims, &[p]) > 0;
-            order.sort_by(|a, b| {
-                let (pa, pb) = (self.snapshot.pod(*a), self.snapshot.pod(*b));
-                violating(self, *b)
-                    .cmp(&violating(self, *a))
-                    .then(pb.priority.cmp(&pa.priority))
-                    .then(start_time(pa).cmp(&start_time(pb)))
-                    .then((&pa.namespace, &pa.name).cmp(&(&pb.namespace, &pb.name)))
-            });
-            let mut chosen = Vec::new();
-            for p in order {
-                let held = lifted
-                    .iter()
-                    .find(|l| l.pod == p)
-                    .and_then(|l| l.held.clone());
-                self.snapshot.reassume(p, node, held);
-                if !self.framework.fits_on(&self.snapshot, pod_id, node) {
-                    self.snapshot.forget(p);
-                    chosen.push(p);
-                }
-            }
-            // Put the chosen back: the snapshot is unchanged.
-            for l in &lifted {
-                if self.snapshot.node_of(l.pod).is_none() {
-                    self.snapshot.reassume(l.pod, l.node, l.held.clone());
-                }
-            }
+            let chosen = self.reprieve(pod_id, node, &victims, &on_node, &lifted);
             let mut expanded = Vec::new();
             for p in &chosen {
                 self.expand(index, &victims, *p, &mut expanded);
@@ -809,6 +839,49 @@ impl Scheduler {
         };
         let best = candidates.iter().min_by_key(|c| key(self, c))?.clone();
         Some(best)
+    }
+
+    /// kube-scheduler's reprieve on one node whose candidates (`on_node`, lifted) make room
+    /// for `pod_id`: PDB-violating victims first, then by importance (priority, start
+    /// time, name), each put back when the pod still fits. Returns the victims that stay
+    /// out; the state is as before.
+    fn reprieve(
+        &mut self,
+        pod_id: PodId,
+        node: NodeId,
+        victims: &Victims,
+        on_node: &[PodId],
+        lifted: &[Lifted],
+    ) -> Vec<PodId> {
+        let mut order = on_node.to_vec();
+        let violating = |s: &Self, p: PodId| s.pdb_violations(victims, &[p]) > 0;
+        order.sort_by(|a, b| {
+            let (pa, pb) = (self.snapshot.pod(*a), self.snapshot.pod(*b));
+            violating(self, *b)
+                .cmp(&violating(self, *a))
+                .then(pb.priority.cmp(&pa.priority))
+                .then(start_time(pa).cmp(&start_time(pb)))
+                .then((&pa.namespace, &pa.name).cmp(&(&pb.namespace, &pb.name)))
+        });
+        let mut chosen = Vec::new();
+        for p in order {
+            let held = lifted
+                .iter()
+                .find(|l| l.pod == p)
+                .and_then(|l| l.held.clone());
+            self.snapshot.reassume(p, node, held);
+            if !self.framework.fits_on(&self.snapshot, pod_id, node) {
+                self.snapshot.forget(p);
+                chosen.push(p);
+            }
+        }
+        // Put the chosen back: the snapshot is unchanged.
+        for l in lifted {
+            if self.snapshot.node_of(l.pod).is_none() {
+                self.snapshot.reassume(l.pod, l.node, l.held.clone());
+            }
+        }
+        chosen
     }
 
     /// The message DefaultPreemption's PostFilter adds to the FailedScheduling message of a
@@ -924,5 +997,231 @@ impl Scheduler {
     /// Whether the preemptor may preempt at all.
     pub(crate) fn may_preempt(policy: PreemptionPolicy) -> bool {
         policy != PreemptionPolicy::Never
+    }
+}
+
+/// Preemption as the scheduling pass uses it: the victims chosen above evicted from the
+/// state, recorded in the decisions, and the message of a pod preemption cannot help.
+impl Scheduler {
+    /// Takes victims off their nodes, returning where they were.
+    fn lift_victims(&mut self, victims: &[PodId]) -> Vec<Lifted> {
+        victims
+            .iter()
+            .filter_map(|&pod| {
+                let node = self.snapshot.node_of(pod)?;
+                let held = self.snapshot.forget(pod);
+                Some(Lifted { pod, node, held })
+            })
+            .collect()
+    }
+
+    /// Records the evictions of victims already taken off their nodes.
+    fn record_evictions(
+        &self,
+        index: &GroupIndex,
+        evicted: &[Lifted],
+        preemptor: &str,
+        reason: &str,
+        decisions: &mut Decisions,
+    ) {
+        let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
+        for &Lifted { pod: v, node, .. } in evicted {
+            let group = index.group_of_pod(v);
+            let mut why = reason.to_string();
+            if let Some(g) = group {
+                if cluster.pod_groups[g].disruption_mode == lockstep_model::DisruptionMode::All {
+                    why += &format!("; pod group {} has disruptionMode all", index.groups[g].key);
+                }
+                let key = index.groups[g].key.clone();
+                if !decisions.disrupted_groups.iter().any(|(k, _)| *k == key) {
+                    decisions.disrupted_groups.push((
+                        key,
+                        format!("DisruptionTarget: PreemptionByScheduler: {reason}"),
+                    ));
+                }
+            }
+            decisions.evictions.push(Eviction {
+                pod: v,
+                node,
+                preemptor: preemptor.to_string(),
+                reason: why,
+            });
+        }
+    }
+
+    /// Pod preemption: evicts victims and returns the node the pod now fits on.
+    pub(crate) fn preempt_for_pod(
+        &mut self,
+        index: &GroupIndex,
+        id: PodId,
+        decisions: &mut Decisions,
+    ) -> Option<NodeId> {
+        let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
+        let pod = &cluster.pods[id.index()];
+        if !self.options.preemption
+            || !Self::may_preempt(pod.preemption_policy)
+            || self
+                .snapshot
+                .lowest_running_priority()
+                .is_none_or(|p| p >= pod.priority)
+        {
+            return None;
+        }
+        let (node, victims) = self.choose_pod_victims(index, id)?;
+        let lifted = self.lift_victims(&victims);
+        if !self.framework.fits_on(&self.snapshot, id, node) {
+            self.restore(&lifted);
+            return None;
+        }
+        let reason = format!("preempted by pod {} (priority {})", pod.key(), pod.priority);
+        self.record_evictions(index, &lifted, &pod.key(), &reason, decisions);
+        Some(node)
+    }
+
+    /// Group preemption: evicts victims and runs the group cycle again; `None` when
+    /// preemption cannot help (then nothing was evicted).
+    pub(crate) fn preempt_for_unit(
+        &mut self,
+        index: &GroupIndex,
+        unit: Unit,
+        decisions: &mut Decisions,
+    ) -> Option<Attempt> {
+        let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
+        if !self.options.preemption {
+            return None;
+        }
+        let (policy, priority, key) = match unit {
+            Unit::Group(g) => (
+                cluster.pod_groups[g].preemption_policy,
+                index.groups[g].priority,
+                index.groups[g].key.clone(),
+            ),
+            Unit::Composite(c) => (
+                cluster.composite_pod_groups[c].preemption_policy,
+                index.composites[c].priority,
+                index.composites[c].key.clone(),
+            ),
+            Unit::Pod(_) => return None,
+        };
+        if !Self::may_preempt(policy)
+            || self
+                .snapshot
+                .lowest_running_priority()
+                .is_none_or(|p| p >= priority)
+        {
+            return None;
+        }
+        let pending: Vec<PodId> = match unit {
+            Unit::Group(g) => index.groups[g].pending.clone(),
+            Unit::Composite(c) => {
+                let mut p = Vec::new();
+                index.composite_pending(c, &mut p);
+                p
+            }
+            Unit::Pod(_) => return None,
+        };
+        let victims = self.choose_gang_victims(index, unit, &pending, priority)?;
+        let lifted = self.lift_victims(&victims);
+        let mark = self.log.len();
+        let attempt = self.try_unit(index, unit);
+        if !attempt.ok {
+            // Cannot happen when the choice was checked; stay transactional regardless.
+            self.rollback(mark);
+            self.restore(&lifted);
+            return None;
+        }
+        let reason = format!(
+            "preempted by gang {key} (priority {priority}) in {} mode",
+            self.options.gang_preemption.as_str()
+        );
+        self.record_evictions(index, &lifted, &key, &reason, decisions);
+        Some(attempt)
+    }
+
+    /// DynamicResources' PostFilter: whether kube-scheduler would deallocate one of the
+    /// pod's allocated claims because it is not available on a node that reached that check
+    /// (`resourceclaim not available on the node`), which it does for a claim no other pod
+    /// uses. lockstep reports it and keeps the allocation: it does not retry the pod.
+    fn claim_to_deallocate(&mut self, id: PodId, e: &FitError) -> bool {
+        let unavailable =
+            dynamic_resources::reason(lockstep_dra::UnfitReason::ClaimNotAvailableOnNode);
+        if !e.reasons.iter().any(|(r, _)| *r == unavailable) {
+            return false;
+        }
+        let crate::state::PodClaims::Refs(refs) = self.snapshot.claims(id) else {
+            return false;
+        };
+        let Some(dra) = self.snapshot.dra.as_ref() else {
+            return false;
+        };
+        let pod = self.snapshot.pod(id);
+        let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
+        let free: Vec<lockstep_dra::ClaimId> = refs
+            .iter()
+            .filter_map(|r| match r {
+                lockstep_dra::ClaimRef::Claim(c) => Some(*c),
+                lockstep_dra::ClaimRef::Template(_) => None,
+            })
+            .filter(|&c| {
+                let key = dra.claim_key(lockstep_dra::ClaimRef::Claim(c));
+                let only_this_pod = cluster
+                    .resource_claims
+                    .iter()
+                    .find(|rc| rc.key() == key)
+                    .is_some_and(|rc| rc.reserved_for == [pod.key()]);
+                dra.claim_users(c) == 0 || (dra.claim_users(c) == 1 && only_this_pod)
+            })
+            .collect();
+        if free.is_empty() {
+            return false;
+        }
+        let all: Vec<NodeId> = self.snapshot.nodes().to_vec();
+        let rejections = self.framework.rejections(&self.snapshot, id, &all);
+        let dra = self.snapshot.dra.as_ref().expect("checked above");
+        all.into_iter().zip(rejections).any(|(node, rejection)| {
+            rejection == [unavailable] && free.iter().any(|&c| dra.allocated_elsewhere(c, node))
+        })
+    }
+
+    /// The FailedScheduling message of a pod that fits no node and that preemption did not
+    /// place: the FitError's message and, when preemption is on and there are nodes, the
+    /// PostFilter's (kube-scheduler runs PostFilter only after a FitError, not when the
+    /// cluster has no nodes).
+    pub(crate) fn unschedulable_message(
+        &mut self,
+        index: &GroupIndex,
+        id: PodId,
+        e: &FitError,
+    ) -> String {
+        let mut message = e.message(&self.snapshot);
+        if e.num_nodes == 0 {
+            return message;
+        }
+        // DynamicResources' PostFilter reads the state its PreFilter writes. When an earlier
+        // PreFilter rejected the pod, DynamicResources' never ran, and its PostFilter fails
+        // with kube-scheduler's "not found", which ends PostFilter: no preemption part.
+        if let Some(plugin) = e.rejected_by {
+            let filters = &self.options.profile.filters;
+            let at = |name: &str| filters.iter().position(|f| f == name);
+            if let (Some(by), Some(dra)) = (at(plugin), at("DynamicResources"))
+                && by < dra
+            {
+                message.push_str(" not found");
+                return message;
+            }
+        }
+        // PostFilter plugins in profile order, their messages joined with ", ".
+        let mut post = Vec::new();
+        if self.claim_to_deallocate(id, e) {
+            post.push("deallocation of ResourceClaim completed".to_string());
+        }
+        if self.options.preemption {
+            post.push(self.preemption_message(index, id));
+        }
+        if !post.is_empty() {
+            message.push(' ');
+            message.push_str(&post.join(", "));
+        }
+        message
     }
 }

@@ -210,26 +210,7 @@ impl Queue {
             scheduler.changes.trim(end);
             return Vec::new();
         };
-        // One pass over the log: the last position of each kind of change.
-        let end = scheduler.changes.position();
-        let base = end - scheduler.changes.since(oldest).len() as u64;
-        let mut last_everything: Option<u64> = None;
-        let mut last_freed: Option<u64> = None;
-        let mut freed_at: HashMap<NodeId, u64> = HashMap::new();
-        for (k, c) in scheduler.changes.since(oldest).iter().enumerate() {
-            let at = base + k as u64;
-            match *c {
-                Logged::Everything => last_everything = Some(at),
-                Logged::Freed(n) => {
-                    last_freed = Some(at);
-                    freed_at.insert(n, at);
-                }
-                Logged::Placed => {}
-            }
-        }
-        // Freed nodes, the most recently freed first.
-        let mut freed: Vec<(u64, NodeId)> = freed_at.into_iter().map(|(n, at)| (at, n)).collect();
-        freed.sort_unstable_by(|a, b| b.cmp(a));
+        let log = LogSummary::of(&scheduler.changes, oldest);
         // Per signature id: the latest position at which a node it fits now was freed.
         let mut latest_fit: HashMap<u32, Option<u64>> = HashMap::new();
         let mut woken: BTreeSet<PodId> = BTreeSet::new();
@@ -246,35 +227,10 @@ impl Queue {
                 self.remove(pod);
                 continue;
             }
-            if p >= end {
+            if p >= log.end {
                 continue;
             }
-            let wakes = last_everything.is_some_and(|at| at >= p)
-                || match wake {
-                    Wake::Any => true,
-                    Wake::Freed => last_freed.is_some_and(|at| at >= p),
-                    Wake::Fit => match self.signature(scheduler, pod) {
-                        Some(sig) => {
-                            let latest = match latest_fit.get(&sig) {
-                                Some(l) => *l,
-                                None => {
-                                    let l = freed
-                                        .iter()
-                                        .find(|&&(_, n)| fits(scheduler, pod, n))
-                                        .map(|&(at, _)| at);
-                                    latest_fit.insert(sig, l);
-                                    l
-                                }
-                            };
-                            latest.is_some_and(|at| at >= p)
-                        }
-                        None => freed
-                            .iter()
-                            .take_while(|&&(at, _)| at >= p)
-                            .any(|&(_, n)| fits(scheduler, pod, n)),
-                    },
-                };
-            if wakes {
+            if self.wakes(scheduler, pod, p, wake, &log, &mut latest_fit) {
                 woken.insert(pod);
                 if let Some(g) = group {
                     groups.insert(g);
@@ -296,9 +252,93 @@ impl Queue {
             .values()
             .map(|p| p.position)
             .min()
-            .unwrap_or(end);
+            .unwrap_or(log.end);
         scheduler.changes.trim(oldest);
         woken.into_iter().collect()
+    }
+
+    /// Whether a change logged since position `p` (where `pod` was parked) may help it,
+    /// as its `wake` hint says; `latest_fit` keeps, per signature, the latest position at
+    /// which a node the signature fits now was freed.
+    fn wakes(
+        &mut self,
+        scheduler: &mut Scheduler,
+        pod: PodId,
+        p: u64,
+        wake: Wake,
+        log: &LogSummary,
+        latest_fit: &mut HashMap<u32, Option<u64>>,
+    ) -> bool {
+        if log.last_everything.is_some_and(|at| at >= p) {
+            return true;
+        }
+        match wake {
+            Wake::Any => true,
+            Wake::Freed => log.last_freed.is_some_and(|at| at >= p),
+            Wake::Fit => match self.signature(scheduler, pod) {
+                Some(sig) => {
+                    let latest = match latest_fit.get(&sig) {
+                        Some(l) => *l,
+                        None => {
+                            let l = log
+                                .freed
+                                .iter()
+                                .find(|&&(_, n)| fits(scheduler, pod, n))
+                                .map(|&(at, _)| at);
+                            latest_fit.insert(sig, l);
+                            l
+                        }
+                    };
+                    latest.is_some_and(|at| at >= p)
+                }
+                None => log
+                    .freed
+                    .iter()
+                    .take_while(|&&(at, _)| at >= p)
+                    .any(|&(_, n)| fits(scheduler, pod, n)),
+            },
+        }
+    }
+}
+
+/// The change log since the oldest parked pod, read in one pass: the last position of each
+/// kind of change.
+struct LogSummary {
+    /// The log's end position.
+    end: u64,
+    last_everything: Option<u64>,
+    last_freed: Option<u64>,
+    /// Freed nodes with the last position each was freed at, the most recent first.
+    freed: Vec<(u64, NodeId)>,
+}
+
+impl LogSummary {
+    fn of(changes: &ChangeLog, oldest: u64) -> LogSummary {
+        let end = changes.position();
+        let since = changes.since(oldest);
+        let base = end - since.len() as u64;
+        let mut last_everything: Option<u64> = None;
+        let mut last_freed: Option<u64> = None;
+        let mut freed_at: HashMap<NodeId, u64> = HashMap::new();
+        for (k, c) in since.iter().enumerate() {
+            let at = base + k as u64;
+            match *c {
+                Logged::Everything => last_everything = Some(at),
+                Logged::Freed(n) => {
+                    last_freed = Some(at);
+                    freed_at.insert(n, at);
+                }
+                Logged::Placed => {}
+            }
+        }
+        let mut freed: Vec<(u64, NodeId)> = freed_at.into_iter().map(|(n, at)| (at, n)).collect();
+        freed.sort_unstable_by(|a, b| b.cmp(a));
+        LogSummary {
+            end,
+            last_everything,
+            last_freed,
+            freed,
+        }
     }
 }
 

@@ -1,6 +1,9 @@
-//! The Scheduler facade: builds the queue of units (single pods, PodGroups, CompositePodGroup
-//! trees) in PrioritySort order, runs a pod cycle or a group cycle for each, and collects the
-//! decisions a front end reports.
+//! The Scheduler: the cluster state it decides on (`ClusterState`, changed through
+//! [`Scheduler::apply`], with the change log the queue reads), and one scheduling pass:
+//! the units (single pods, PodGroups, CompositePodGroup trees) in PrioritySort order, each
+//! through its cycle — a pod cycle (`cycle`), a group cycle (`group_cycle`), preemption
+//! when it fails (`preemption`) — and the decisions a front end reports. The queue between
+//! passes is `queue`.
 
 use lockstep_model::{Cluster, GroupPolicy, NodeId, Pod, PodId, WhenUnsatisfiable};
 
@@ -26,12 +29,10 @@ impl From<crate::state::ChangeError> for SetupError {
         }
     }
 }
-use crate::config::GangPlacement;
-use crate::cycle::{FitError, Framework};
-use crate::gang_search::{Gang, Outcome};
-use crate::group::{GroupIndex, Unit, candidate_orders, capacity_of, domains, free_of, min_demand};
-use crate::plugins::dynamic_resources;
-use crate::preemption::{Eviction, GangPreemption, Lifted};
+use crate::cycle::Framework;
+use crate::group::{GroupIndex, Unit};
+use crate::group_cycle::Attempt;
+use crate::preemption::{Eviction, GangPreemption};
 use crate::queue::{ChangeLog, Logged};
 use crate::state::ClusterState;
 
@@ -170,16 +171,6 @@ fn may_fit_later(pod: &Pod) -> bool {
             .any(|c| c.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule)
 }
 
-/// The outcome of one group or composite attempt.
-pub(crate) struct Attempt {
-    pub(crate) ok: bool,
-    message: String,
-    /// Member pods that did not get a node, with why.
-    failed: Vec<(PodId, String)>,
-    /// Group statuses decided inside (for composites: every child group).
-    statuses: Vec<(usize, bool, String)>,
-}
-
 pub struct Scheduler {
     pub snapshot: ClusterState,
     pub(crate) framework: Framework,
@@ -187,7 +178,7 @@ pub struct Scheduler {
     /// Pods assumed inside the open transactions, in order.
     pub(crate) log: Vec<(PodId, NodeId)>,
     /// The last batching scope handed out (0 is the whole cluster).
-    scopes: u64,
+    pub(crate) scopes: u64,
     /// The `schedule` call each pod was last placed in; pods placed by the current call
     /// (`epoch`) are never victims of preemption in it.
     placed_epoch: Vec<u32>,
@@ -209,11 +200,11 @@ pub struct Scheduler {
     /// The changes that may help pods that did not fit (see `queue`).
     pub(crate) changes: ChangeLog,
     /// Whether the searches since it was last set covered every placement.
-    search_proven: bool,
+    pub(crate) search_proven: bool,
     /// Pods of the last `schedule` call whose unit failed without covering every placement.
     unproven: Vec<PodId>,
     /// With `Options::record_ties`: the ties of pods placed by group cycles' orders.
-    search_ties: Vec<(PodId, Vec<NodeId>)>,
+    pub(crate) search_ties: Vec<(PodId, Vec<NodeId>)>,
 }
 
 /// A change as [`Scheduler::apply`] saw it before applying it.
@@ -463,7 +454,7 @@ impl Scheduler {
         (self.framework.batched_cycles, self.framework.full_cycles)
     }
 
-    fn pod_key(&self, id: PodId) -> String {
+    pub(crate) fn pod_key(&self, id: PodId) -> String {
         self.snapshot.pod(id).key()
     }
 
@@ -524,6 +515,9 @@ impl Scheduler {
         decisions
     }
 
+    /// One scheduling pass over `pending`: the pods and ready groups become units in queue
+    /// order; each unit is tried (with preemption), and single pods that failed are tried
+    /// again while bindings keep coming.
     fn schedule_with(
         &mut self,
         index: &GroupIndex,
@@ -531,9 +525,58 @@ impl Scheduler {
         mut decisions: Decisions,
     ) -> Decisions {
         let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
+        let mut statuses: Vec<Option<(bool, String)>> = vec![None; index.groups.len()];
+        let mut units = self.pod_units(index, pending, &mut decisions);
+        units.extend(self.group_units(index, &mut decisions, &mut statuses));
+        self.sort_units(index, &mut units);
 
-        // Classify pending pods.
-        let mut units: Vec<Unit> = Vec::new();
+        let mut failed: Vec<(PodId, String)> = Vec::new();
+        loop {
+            let bound_before = decisions.bindings.len();
+            for &unit in &units {
+                match unit {
+                    Unit::Pod(id) => {
+                        if let Err(message) = self.place_pod(index, id, &mut decisions) {
+                            failed.push((id, message));
+                        }
+                    }
+                    Unit::Group(_) | Unit::Composite(_) => {
+                        self.place_group_unit(index, unit, &mut decisions, &mut statuses);
+                    }
+                }
+            }
+            // Retry, in queue order, the failures that new bindings may have cured.
+            let progressed = decisions.bindings.len() > bound_before;
+            let (retry, stay): (Vec<_>, Vec<_>) = failed
+                .drain(..)
+                .partition(|(id, _)| progressed && may_fit_later(&cluster.pods[id.index()]));
+            decisions.unschedulable.extend(stay);
+            if retry.is_empty() {
+                break;
+            }
+            units = retry.into_iter().map(|(id, _)| Unit::Pod(id)).collect();
+        }
+        if !decisions.evictions.is_empty() {
+            self.changes.push(Logged::Everything);
+        }
+        if !decisions.bindings.is_empty() {
+            self.changes.push(Logged::Placed);
+        }
+        self.collect_allocations(&mut decisions);
+        self.group_statuses(index, statuses, &mut decisions);
+        decisions
+    }
+
+    /// The pending pods outside groups as units; pods of other schedulers are skipped, pods
+    /// naming a missing PodGroup wait.
+    fn pod_units(
+        &self,
+        index: &GroupIndex,
+        pending: &[PodId],
+        decisions: &mut Decisions,
+    ) -> Vec<Unit> {
+        let cluster = &self.snapshot.cluster;
+        let mut units = Vec::new();
         for &id in pending {
             let pod = &cluster.pods[id.index()];
             if self.snapshot.node_of(id).is_some() {
@@ -558,29 +601,41 @@ impl Scheduler {
                 units.push(Unit::Pod(id));
             }
         }
-        let mut group_status: Vec<Option<(bool, String)>> = vec![None; index.groups.len()];
+        units
+    }
+
+    /// The top-level groups and composites with pending pods as units once they are ready
+    /// (minCount members present, enough child groups ready); the others' pods wait.
+    fn group_units(
+        &self,
+        index: &GroupIndex,
+        decisions: &mut Decisions,
+        statuses: &mut [Option<(bool, String)>],
+    ) -> Vec<Unit> {
+        let cluster = &self.snapshot.cluster;
+        let mut units = Vec::new();
         for (g, info) in index.groups.iter().enumerate() {
             if info.parent.is_some() || info.pending.is_empty() {
                 continue;
             }
-            if index.group_ready(&cluster, g) {
+            if index.group_ready(cluster, g) {
                 units.push(Unit::Group(g));
-            } else {
-                let min = match cluster.pod_groups[g].policy {
-                    GroupPolicy::Gang { min } => min as usize,
-                    GroupPolicy::Basic => 1,
-                };
-                let msg = format!(
-                    "waiting for pod group {} ({}/{} pods present)",
-                    info.key,
-                    info.pending.len() + info.bound.len(),
-                    min
-                );
-                for &p in &info.pending {
-                    decisions.waiting.push((p, msg.clone()));
-                }
-                group_status[g] = Some((false, msg));
+                continue;
             }
+            let min = match cluster.pod_groups[g].policy {
+                GroupPolicy::Gang { min } => min as usize,
+                GroupPolicy::Basic => 1,
+            };
+            let msg = format!(
+                "waiting for pod group {} ({}/{} pods present)",
+                info.key,
+                info.pending.len() + info.bound.len(),
+                min
+            );
+            for &p in &info.pending {
+                decisions.waiting.push((p, msg.clone()));
+            }
+            statuses[g] = Some((false, msg));
         }
         for (c, info) in index.composites.iter().enumerate() {
             if info.parent.is_some() {
@@ -591,136 +646,141 @@ impl Scheduler {
             if pending.is_empty() {
                 continue;
             }
-            let (ready, need) = index.composite_ready(&cluster, c);
+            let (ready, need) = index.composite_ready(cluster, c);
             if ready >= need {
                 units.push(Unit::Composite(c));
-            } else {
-                let msg = format!(
-                    "waiting for composite pod group {} ({}/{} child groups ready)",
-                    info.key, ready, need
-                );
-                for p in pending {
-                    decisions.waiting.push((p, msg.clone()));
-                }
-                self.mark_subtree(index, c, &msg, &mut group_status);
+                continue;
             }
+            let msg = format!(
+                "waiting for composite pod group {} ({}/{} child groups ready)",
+                info.key, ready, need
+            );
+            for p in pending {
+                decisions.waiting.push((p, msg.clone()));
+            }
+            self.mark_subtree(index, c, &msg, statuses);
         }
-        self.sort_units(index, &mut units);
+        units
+    }
 
-        let mut failed: Vec<(PodId, String)> = Vec::new();
-        loop {
-            let bound_before = decisions.bindings.len();
-            for &unit in &units {
-                match unit {
-                    Unit::Pod(id) => match self.framework.schedule_pod(&self.snapshot, id) {
-                        Ok(node) => {
-                            if self.options.record_ties {
-                                decisions.ties.push((id, self.framework.tied.clone()));
-                            }
-                            self.snapshot.assume(id, node);
-                            self.mark_placed(id);
-                            decisions.bindings.push((id, node));
-                        }
-                        Err(e) => match self.preempt_for_pod(index, id, &mut decisions) {
-                            Some(node) => {
-                                self.snapshot.assume(id, node);
-                                self.mark_placed(id);
-                                decisions.bindings.push((id, node));
-                            }
-                            None => {
-                                let message = if self.options.explain {
-                                    self.unschedulable_message(index, id, &e)
-                                } else {
-                                    String::new()
-                                };
-                                failed.push((id, message));
-                            }
-                        },
-                    },
-                    Unit::Group(_) | Unit::Composite(_) => {
-                        let mark = self.log.len();
-                        let memo_key = self.unit_memo_key(index, unit);
-                        let remembered = match (&memo_key, &self.failed_unit) {
-                            (Some(k), Some(f))
-                                if f.key == *k && f.generation == self.snapshot.generation =>
-                            {
-                                Some((f.group.clone(), f.proven))
-                            }
-                            _ => None,
-                        };
-                        self.search_proven = !matches!(unit, Unit::Composite(_));
-                        let attempt = if let (Some((other, proven)), Unit::Group(g)) =
-                            (remembered, unit)
-                        {
-                            self.search_proven = proven;
-                            self.failures_reused += 1;
-                            let message = format!(
-                                "gang {}: does not fit, as gang {other} with the same pods did not",
-                                index.groups[g].key
-                            );
-                            Attempt {
-                                ok: false,
-                                failed: index.groups[g]
-                                    .pending
-                                    .iter()
-                                    .map(|p| (*p, message.clone()))
-                                    .collect(),
-                                statuses: vec![(g, false, message.clone())],
-                                message,
-                            }
-                        } else {
-                            let mut attempt = self.try_unit(index, unit);
-                            if !attempt.ok
-                                && let Some(after) =
-                                    self.preempt_for_unit(index, unit, &mut decisions)
-                            {
-                                attempt = after;
-                            }
-                            self.failed_unit = match (memo_key, unit, attempt.ok) {
-                                (Some(key), Unit::Group(g), false) => Some(FailedUnit {
-                                    key,
-                                    generation: self.snapshot.generation,
-                                    group: index.groups[g].key.clone(),
-                                    proven: self.search_proven,
-                                }),
-                                _ => None,
-                            };
-                            attempt
-                        };
-                        for i in mark..self.log.len() {
-                            let p = self.log[i].0;
-                            self.mark_placed(p);
-                        }
-                        decisions.bindings.extend(self.log.drain(mark..));
-                        if !attempt.ok && !self.search_proven {
-                            self.unproven.extend(attempt.failed.iter().map(|(p, _)| *p));
-                        }
-                        decisions.unschedulable.extend(attempt.failed);
-                        for (g, ok, msg) in attempt.statuses {
-                            group_status[g] = Some((ok, msg));
-                        }
-                    }
+    /// One pod's cycle, and preemption when it fits nowhere: the pod is assumed on its node,
+    /// or the message saying why it is unschedulable is returned (empty unless explaining).
+    fn place_pod(
+        &mut self,
+        index: &GroupIndex,
+        id: PodId,
+        decisions: &mut Decisions,
+    ) -> Result<(), String> {
+        let node = match self.framework.schedule_pod(&self.snapshot, id) {
+            Ok(node) => {
+                if self.options.record_ties {
+                    decisions.ties.push((id, self.framework.tied.clone()));
                 }
+                node
             }
-            // Retry, in queue order, the failures that new bindings may have cured.
-            let progressed = decisions.bindings.len() > bound_before;
-            let (retry, stay): (Vec<_>, Vec<_>) = failed
-                .drain(..)
-                .partition(|(id, _)| progressed && may_fit_later(&cluster.pods[id.index()]));
-            decisions.unschedulable.extend(stay);
-            if retry.is_empty() {
-                break;
+            Err(e) => match self.preempt_for_pod(index, id, decisions) {
+                Some(node) => node,
+                None if self.options.explain => {
+                    return Err(self.unschedulable_message(index, id, &e));
+                }
+                None => return Err(String::new()),
+            },
+        };
+        self.snapshot.assume(id, node);
+        self.mark_placed(id);
+        decisions.bindings.push((id, node));
+        Ok(())
+    }
+
+    /// One group or composite: its group cycle (answered from the last failure when an
+    /// identical gang just failed against the same state), preemption when it fails, and
+    /// the bindings, failures and group statuses it decided.
+    fn place_group_unit(
+        &mut self,
+        index: &GroupIndex,
+        unit: Unit,
+        decisions: &mut Decisions,
+        statuses: &mut [Option<(bool, String)>],
+    ) {
+        let mark = self.log.len();
+        let memo_key = self.unit_memo_key(index, unit);
+        self.search_proven = !matches!(unit, Unit::Composite(_));
+        let attempt = match self.remembered_failure(index, unit, memo_key.as_ref()) {
+            Some(attempt) => attempt,
+            None => {
+                let mut attempt = self.try_unit(index, unit);
+                if !attempt.ok
+                    && let Some(after) = self.preempt_for_unit(index, unit, decisions)
+                {
+                    attempt = after;
+                }
+                self.failed_unit = match (memo_key, unit, attempt.ok) {
+                    (Some(key), Unit::Group(g), false) => Some(FailedUnit {
+                        key,
+                        generation: self.snapshot.generation,
+                        group: index.groups[g].key.clone(),
+                        proven: self.search_proven,
+                    }),
+                    _ => None,
+                };
+                attempt
             }
-            units = retry.into_iter().map(|(id, _)| Unit::Pod(id)).collect();
+        };
+        for i in mark..self.log.len() {
+            let p = self.log[i].0;
+            self.mark_placed(p);
         }
-        if !decisions.evictions.is_empty() {
-            self.changes.push(Logged::Everything);
+        decisions.bindings.extend(self.log.drain(mark..));
+        if !attempt.ok && !self.search_proven {
+            self.unproven.extend(attempt.failed.iter().map(|(p, _)| *p));
         }
-        if !decisions.bindings.is_empty() {
-            self.changes.push(Logged::Placed);
+        decisions.unschedulable.extend(attempt.failed);
+        for (g, ok, msg) in attempt.statuses {
+            statuses[g] = Some((ok, msg));
         }
-        self.collect_allocations(&mut decisions);
-        for (g, status) in group_status.into_iter().enumerate() {
+    }
+
+    /// The failed attempt of a gang with the same pods against the unchanged state, when
+    /// there is one: this gang fails the same way.
+    fn remembered_failure(
+        &mut self,
+        index: &GroupIndex,
+        unit: Unit,
+        key: Option<&UnitKey>,
+    ) -> Option<Attempt> {
+        let (Some(key), Some(f), Unit::Group(g)) = (key, &self.failed_unit, unit) else {
+            return None;
+        };
+        if f.key != *key || f.generation != self.snapshot.generation {
+            return None;
+        }
+        self.search_proven = f.proven;
+        self.failures_reused += 1;
+        let message = format!(
+            "gang {}: does not fit, as gang {} with the same pods did not",
+            index.groups[g].key, f.group
+        );
+        Some(Attempt {
+            ok: false,
+            failed: index.groups[g]
+                .pending
+                .iter()
+                .map(|p| (*p, message.clone()))
+                .collect(),
+            statuses: vec![(g, false, message.clone())],
+            message,
+        })
+    }
+
+    /// `decisions.pod_groups`: each group with pending pods, by name.
+    fn group_statuses(
+        &self,
+        index: &GroupIndex,
+        statuses: Vec<Option<(bool, String)>>,
+        decisions: &mut Decisions,
+    ) {
+        let cluster = &self.snapshot.cluster;
+        for (g, status) in statuses.into_iter().enumerate() {
             if index.groups[g].pending.is_empty() {
                 continue;
             }
@@ -734,7 +794,6 @@ impl Scheduler {
             });
         }
         decisions.pod_groups.sort_by(|a, b| a.name.cmp(&b.name));
-        decisions
     }
 
     /// Fills `decisions.allocations` for the pods the run placed.
@@ -775,14 +834,6 @@ impl Scheduler {
                     devices,
                 });
             }
-        }
-    }
-
-    fn try_unit(&mut self, index: &GroupIndex, unit: Unit) -> Attempt {
-        match unit {
-            Unit::Group(g) => self.try_group(index, g, None),
-            Unit::Composite(c) => self.try_composite(index, c, None),
-            Unit::Pod(_) => unreachable!("pods have their own cycle"),
         }
     }
 
@@ -828,238 +879,6 @@ impl Scheduler {
         })
     }
 
-    /// Takes victims off their nodes, returning where they were.
-    fn lift_victims(&mut self, victims: &[PodId]) -> Vec<Lifted> {
-        victims
-            .iter()
-            .filter_map(|&pod| {
-                let node = self.snapshot.node_of(pod)?;
-                let held = self.snapshot.forget(pod);
-                Some(Lifted { pod, node, held })
-            })
-            .collect()
-    }
-
-    /// Records the evictions of victims already taken off their nodes.
-    fn record_evictions(
-        &self,
-        index: &GroupIndex,
-        evicted: &[Lifted],
-        preemptor: &str,
-        reason: &str,
-        decisions: &mut Decisions,
-    ) {
-        let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
-        for &Lifted { pod: v, node, .. } in evicted {
-            let group = index.group_of_pod(v);
-            let mut why = reason.to_string();
-            if let Some(g) = group {
-                if cluster.pod_groups[g].disruption_mode == lockstep_model::DisruptionMode::All {
-                    why += &format!("; pod group {} has disruptionMode all", index.groups[g].key);
-                }
-                let key = index.groups[g].key.clone();
-                if !decisions.disrupted_groups.iter().any(|(k, _)| *k == key) {
-                    decisions.disrupted_groups.push((
-                        key,
-                        format!("DisruptionTarget: PreemptionByScheduler: {reason}"),
-                    ));
-                }
-            }
-            decisions.evictions.push(Eviction {
-                pod: v,
-                node,
-                preemptor: preemptor.to_string(),
-                reason: why,
-            });
-        }
-    }
-
-    /// The FailedScheduling message of a pod that fits no node and that preemption did not
-    /// place: the FitError's message and, when preemption is on and there are nodes, the
-    /// PostFilter's (kube-scheduler runs PostFilter only after a FitError, not when the
-    /// cluster has no nodes).
-    fn unschedulable_message(&mut self, index: &GroupIndex, id: PodId, e: &FitError) -> String {
-        let mut message = e.message(&self.snapshot);
-        if e.num_nodes == 0 {
-            return message;
-        }
-        // DynamicResources' PostFilter reads the state its PreFilter writes. When an earlier
-        // PreFilter rejected the pod, DynamicResources' never ran, and its PostFilter fails
-        // with kube-scheduler's "not found", which ends PostFilter: no preemption part.
-        if let Some(plugin) = e.rejected_by {
-            let filters = &self.options.profile.filters;
-            let at = |name: &str| filters.iter().position(|f| f == name);
-            if let (Some(by), Some(dra)) = (at(plugin), at("DynamicResources"))
-                && by < dra
-            {
-                message.push_str(" not found");
-                return message;
-            }
-        }
-        // PostFilter plugins in profile order, their messages joined with ", ".
-        let mut post = Vec::new();
-        if self.claim_to_deallocate(id, e) {
-            post.push("deallocation of ResourceClaim completed".to_string());
-        }
-        if self.options.preemption {
-            post.push(self.preemption_message(index, id));
-        }
-        if !post.is_empty() {
-            message.push(' ');
-            message.push_str(&post.join(", "));
-        }
-        message
-    }
-
-    /// DynamicResources' PostFilter: whether kube-scheduler would deallocate one of the
-    /// pod's allocated claims because it is not available on a node that reached that check
-    /// (`resourceclaim not available on the node`), which it does for a claim no other pod
-    /// uses. lockstep reports it and keeps the allocation: it does not retry the pod.
-    fn claim_to_deallocate(&mut self, id: PodId, e: &FitError) -> bool {
-        let unavailable =
-            dynamic_resources::reason(lockstep_dra::UnfitReason::ClaimNotAvailableOnNode);
-        if !e.reasons.iter().any(|(r, _)| *r == unavailable) {
-            return false;
-        }
-        let crate::state::PodClaims::Refs(refs) = self.snapshot.claims(id) else {
-            return false;
-        };
-        let Some(dra) = self.snapshot.dra.as_ref() else {
-            return false;
-        };
-        let pod = self.snapshot.pod(id);
-        let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
-        let free: Vec<lockstep_dra::ClaimId> = refs
-            .iter()
-            .filter_map(|r| match r {
-                lockstep_dra::ClaimRef::Claim(c) => Some(*c),
-                lockstep_dra::ClaimRef::Template(_) => None,
-            })
-            .filter(|&c| {
-                let key = dra.claim_key(lockstep_dra::ClaimRef::Claim(c));
-                let only_this_pod = cluster
-                    .resource_claims
-                    .iter()
-                    .find(|rc| rc.key() == key)
-                    .is_some_and(|rc| rc.reserved_for == [pod.key()]);
-                dra.claim_users(c) == 0 || (dra.claim_users(c) == 1 && only_this_pod)
-            })
-            .collect();
-        if free.is_empty() {
-            return false;
-        }
-        let all: Vec<NodeId> = self.snapshot.nodes().to_vec();
-        let rejections = self.framework.rejections(&self.snapshot, id, &all);
-        let dra = self.snapshot.dra.as_ref().expect("checked above");
-        all.into_iter().zip(rejections).any(|(node, rejection)| {
-            rejection == [unavailable] && free.iter().any(|&c| dra.allocated_elsewhere(c, node))
-        })
-    }
-
-    /// Pod preemption: evicts victims and returns the node the pod now fits on.
-    fn preempt_for_pod(
-        &mut self,
-        index: &GroupIndex,
-        id: PodId,
-        decisions: &mut Decisions,
-    ) -> Option<NodeId> {
-        let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
-        let pod = &cluster.pods[id.index()];
-        if !self.options.preemption
-            || !Self::may_preempt(pod.preemption_policy)
-            || self
-                .snapshot
-                .lowest_running_priority()
-                .is_none_or(|p| p >= pod.priority)
-        {
-            return None;
-        }
-        let (node, victims) = self.choose_pod_victims(index, id)?;
-        let lifted = self.lift_victims(&victims);
-        if !self.framework.fits_on(&self.snapshot, id, node) {
-            self.restore(&lifted);
-            return None;
-        }
-        let reason = format!("preempted by pod {} (priority {})", pod.key(), pod.priority);
-        self.record_evictions(index, &lifted, &pod.key(), &reason, decisions);
-        Some(node)
-    }
-
-    /// Group preemption: evicts victims and runs the group cycle again; `None` when
-    /// preemption cannot help (then nothing was evicted).
-    fn preempt_for_unit(
-        &mut self,
-        index: &GroupIndex,
-        unit: Unit,
-        decisions: &mut Decisions,
-    ) -> Option<Attempt> {
-        let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
-        if !self.options.preemption {
-            return None;
-        }
-        let (policy, priority, key) = match unit {
-            Unit::Group(g) => (
-                cluster.pod_groups[g].preemption_policy,
-                index.groups[g].priority,
-                index.groups[g].key.clone(),
-            ),
-            Unit::Composite(c) => (
-                cluster.composite_pod_groups[c].preemption_policy,
-                index.composites[c].priority,
-                index.composites[c].key.clone(),
-            ),
-            Unit::Pod(_) => return None,
-        };
-        if !Self::may_preempt(policy)
-            || self
-                .snapshot
-                .lowest_running_priority()
-                .is_none_or(|p| p >= priority)
-        {
-            return None;
-        }
-        let pending: Vec<PodId> = match unit {
-            Unit::Group(g) => index.groups[g].pending.clone(),
-            Unit::Composite(c) => {
-                let mut p = Vec::new();
-                index.composite_pending(c, &mut p);
-                p
-            }
-            Unit::Pod(_) => return None,
-        };
-        let victims = self.choose_gang_victims(index, unit, &pending, priority)?;
-        let lifted = self.lift_victims(&victims);
-        let mark = self.log.len();
-        let attempt = self.try_unit(index, unit);
-        if !attempt.ok {
-            // Cannot happen when the choice was checked; stay transactional regardless.
-            self.rollback(mark);
-            self.restore(&lifted);
-            return None;
-        }
-        let reason = format!(
-            "preempted by gang {key} (priority {priority}) in {} mode",
-            self.options.gang_preemption.as_str()
-        );
-        self.record_evictions(index, &lifted, &key, &reason, decisions);
-        Some(attempt)
-    }
-
-    fn mark_subtree(
-        &self,
-        index: &GroupIndex,
-        c: usize,
-        msg: &str,
-        status: &mut [Option<(bool, String)>],
-    ) {
-        for &g in &index.composites[c].groups {
-            status[g] = Some((false, msg.to_string()));
-        }
-        for &k in &index.composites[c].composites {
-            self.mark_subtree(index, k, msg, status);
-        }
-    }
-
     fn sort_units(&self, index: &GroupIndex, units: &mut [Unit]) {
         let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
         let key = |u: &Unit| -> (i32, i64, String) {
@@ -1090,456 +909,6 @@ impl Scheduler {
             let (p, t, k) = key(u);
             (std::cmp::Reverse(p), t, k)
         });
-    }
-
-    /// The candidate domains for a unit with an optional topology key: (label value, nodes)
-    /// tightest first, restricted to the domain of already-bound members, dropping domains
-    /// whose free capacity cannot hold `demand_pods`' first `needed` pods.
-    fn candidate_domains(
-        &self,
-        nodes: Option<&[NodeId]>,
-        key: Option<&str>,
-        bound: &[PodId],
-        demand_pods: &[PodId],
-        needed: usize,
-    ) -> Vec<(Option<String>, Vec<NodeId>)> {
-        let snap = &self.snapshot;
-        let all: Vec<NodeId>;
-        let nodes = match nodes {
-            Some(n) => n,
-            None => {
-                all = snap.nodes().to_vec();
-                &all
-            }
-        };
-        let Some(key) = key else {
-            return vec![(None, nodes.to_vec())];
-        };
-        let mut doms = domains(snap, nodes, key);
-        let mut bound_values: Vec<Option<&String>> = bound
-            .iter()
-            .filter_map(|p| snap.node_of(*p))
-            .map(|n| snap.cluster.nodes[n.index()].labels.get(key))
-            .collect();
-        bound_values.sort();
-        bound_values.dedup();
-        match bound_values.as_slice() {
-            [] => {}
-            [Some(v)] => doms.retain(|k, _| *k == v.as_str()),
-            _ => doms.clear(),
-        }
-        // The least any `needed` of the pods ask, per resource (pods as one slot each).
-        let total_cap = capacity_of(snap, nodes);
-        let demand = min_demand(snap, demand_pods, needed.max(1));
-        let dominant = (0..snap.width)
-            .filter(|&r| total_cap[r] > 0)
-            .max_by(|&a, &b| {
-                (demand[a] as f64 / total_cap[a] as f64)
-                    .total_cmp(&(demand[b] as f64 / total_cap[b] as f64))
-                    .then(b.cmp(&a))
-            })
-            .unwrap_or(lockstep_model::ResourceId::PODS.index());
-        let mut ranked: Vec<(i64, &str, Vec<NodeId>)> = doms
-            .into_iter()
-            .filter_map(|(value, members)| {
-                let free = free_of(snap, &members);
-                if free.iter().zip(&demand).any(|(f, d)| d > f) {
-                    return None;
-                }
-                Some((free[dominant] - demand[dominant], value, members))
-            })
-            .collect();
-        ranked.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-        ranked
-            .into_iter()
-            .map(|(_, v, m)| (Some(v.to_string()), m))
-            .collect()
-    }
-
-    /// Places `pods` on `nodes` (None: the whole cluster) trying the candidate orders until
-    /// at least `target` fit. On success the placements stay assumed and the pods that did
-    /// not fit are returned; on failure nothing stays and the best count is returned.
-    fn search(
-        &mut self,
-        pods: &[PodId],
-        nodes: Option<&[NodeId]>,
-        target: usize,
-    ) -> Result<Vec<(PodId, String)>, (usize, String)> {
-        let capacity = match nodes {
-            Some(n) => capacity_of(&self.snapshot, n),
-            None => {
-                let all: Vec<NodeId> = self.snapshot.nodes().to_vec();
-                capacity_of(&self.snapshot, &all)
-            }
-        };
-        let orders = candidate_orders(&self.snapshot, pods, &capacity);
-        self.scopes += 1;
-        let scope = if nodes.is_some() { self.scopes } else { 0 };
-        let mut best = (0usize, String::new());
-        for order in orders {
-            self.score_sum = 0;
-            let mark = self.log.len();
-            let ties_mark = self.search_ties.len();
-            let mut failed: Vec<(PodId, String)> = Vec::new();
-            for &pod in &order {
-                match self
-                    .framework
-                    .schedule_pod_on(&self.snapshot, pod, nodes, scope)
-                {
-                    Ok(node) => {
-                        self.score_sum += self.framework.last_score;
-                        if self.options.record_ties {
-                            self.search_ties.push((pod, self.framework.tied.clone()));
-                        }
-                        self.assume(pod, node);
-                    }
-                    Err(e) => {
-                        failed.push((pod, e.message(&self.snapshot)));
-                        if pods.len() - failed.len() < target {
-                            break;
-                        }
-                    }
-                }
-            }
-            let placed = self.log.len() - mark;
-            if placed >= target && placed > 0 {
-                return Ok(failed);
-            }
-            if placed >= best.0 && best.1.is_empty() || placed > best.0 {
-                let first = failed
-                    .first()
-                    .map(|(p, m)| format!("{}: {}", self.pod_key(*p), m))
-                    .unwrap_or_default();
-                best = (placed, first);
-            }
-            self.rollback(mark);
-            self.search_ties.truncate(ties_mark);
-        }
-        if self.options.profile.gang_placement == GangPlacement::Search {
-            let gang = Gang {
-                pods: pods.to_vec(),
-                target,
-            };
-            match self.whole_gang(&[gang], nodes) {
-                Outcome::Placed(unplaced) => return Ok(unplaced),
-                Outcome::Infeasible => {}
-                Outcome::Exhausted => {
-                    self.search_proven = false;
-                    best.1 = append_note(&best.1, &self.search_stopped_note());
-                }
-            }
-        } else if !self.one_by_one_is_exact(pods) {
-            self.search_proven = false;
-        }
-        Err(best)
-    }
-
-    /// What a gang's message says when the whole-gang search reached its bound.
-    pub(crate) fn search_stopped_note(&self) -> String {
-        format!(
-            "the whole-gang search reached its bound (gangSearchSteps: {}) without finding a placement",
-            self.options.profile.gang_search_steps
-        )
-    }
-
-    /// One group cycle for PodGroup `g` within `nodes` (None: the whole cluster).
-    pub(crate) fn try_group(
-        &mut self,
-        index: &GroupIndex,
-        g: usize,
-        nodes: Option<&[NodeId]>,
-    ) -> Attempt {
-        let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
-        let pg = &cluster.pod_groups[g];
-        let info = &index.groups[g];
-        let pods = info.pending.clone();
-        let needed = index.needed(&self.snapshot, g);
-        let target = needed.max(1);
-        let domain_list = self.candidate_domains(
-            nodes,
-            pg.topology_key.as_deref(),
-            &info.bound,
-            &pods,
-            needed,
-        );
-        let mut best: Option<(usize, Option<String>, String)> = None;
-        for (value, members) in &domain_list {
-            let restrict = if pg.topology_key.is_some() {
-                Some(members.as_slice())
-            } else {
-                nodes
-            };
-            match self.search(&pods, restrict, target) {
-                Ok(failed) => {
-                    let placed = pods.len() - failed.len();
-                    let where_ = match (&pg.topology_key, value) {
-                        (Some(k), Some(v)) => format!(" in {k}={v}"),
-                        _ => String::new(),
-                    };
-                    let message = format!("{placed} of {} pending pods bound{where_}", pods.len());
-                    return Attempt {
-                        ok: true,
-                        failed,
-                        statuses: vec![(g, true, message.clone())],
-                        message,
-                    };
-                }
-                Err((placed, first)) => {
-                    if best.as_ref().is_none_or(|b| placed > b.0) {
-                        best = Some((placed, value.clone(), first));
-                    }
-                }
-            }
-        }
-        let what = match pg.policy {
-            GroupPolicy::Gang { min } => format!(
-                "gang {}: {} of minCount {} pods fit",
-                info.key,
-                best.as_ref().map_or(0, |b| b.0) + index.running(&self.snapshot, g),
-                min
-            ),
-            GroupPolicy::Basic => format!("pod group {}: no pod fits", info.key),
-        };
-        let mut message = what;
-        if let Some(key) = &pg.topology_key {
-            match &best {
-                Some((n, Some(v), _)) => message += &format!("; best domain {key}={v} fits {n}"),
-                _ => {
-                    message += &format!("; no domain of {key} has room for the group");
-                }
-            }
-        }
-        if let Some((_, _, first)) = &best
-            && !first.is_empty()
-        {
-            message += &format!("; {first}");
-        }
-        Attempt {
-            ok: false,
-            failed: pods.iter().map(|p| (*p, message.clone())).collect(),
-            statuses: vec![(g, false, message.clone())],
-            message,
-        }
-    }
-
-    /// One cycle for a CompositePodGroup tree: at least `minGroupCount` ready children must
-    /// fit together, each meeting its own gang condition, inside the composite's domain.
-    pub(crate) fn try_composite(
-        &mut self,
-        index: &GroupIndex,
-        c: usize,
-        nodes: Option<&[NodeId]>,
-    ) -> Attempt {
-        let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
-        let cpg = &cluster.composite_pod_groups[c];
-        let info = &index.composites[c];
-        let need = match cpg.policy {
-            GroupPolicy::Gang { min } => min as usize,
-            GroupPolicy::Basic => 1,
-        };
-        let mut pending = Vec::new();
-        index.composite_pending(c, &mut pending);
-        let mut bound = Vec::new();
-        index.composite_bound(c, &mut bound);
-        // Children that can enter: ready groups and ready composites, largest first.
-        let mut children: Vec<(Unit, usize, String)> = Vec::new();
-        for &g in &info.groups {
-            if index.group_ready(&cluster, g) {
-                let n: usize = index.groups[g].pending.len();
-                children.push((Unit::Group(g), n, index.groups[g].key.clone()));
-            }
-        }
-        for &k in &info.composites {
-            let (r, nk) = index.composite_ready(&cluster, k);
-            if r >= nk.max(1) {
-                let mut p = Vec::new();
-                index.composite_pending(k, &mut p);
-                children.push((Unit::Composite(k), p.len(), index.composites[k].key.clone()));
-            }
-        }
-        children.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.2.cmp(&b.2)));
-        // Aggregate precheck on the pods of the `need` smallest children is approximated by
-        // all pending pods of the smallest children; domains are only a filter here.
-        let domain_list =
-            self.candidate_domains(nodes, cpg.topology_key.as_deref(), &bound, &pending, 1);
-        let mut best: Option<(usize, Option<String>, Vec<String>)> = None;
-        for (value, members) in &domain_list {
-            let restrict = if cpg.topology_key.is_some() {
-                Some(members.as_slice())
-            } else {
-                nodes
-            };
-            let mark = self.log.len();
-            let mut ok_children = 0;
-            let mut statuses = Vec::new();
-            let mut failed = Vec::new();
-            let mut notes = Vec::new();
-            for (unit, _, _) in &children {
-                let a = match *unit {
-                    Unit::Group(g) => self.try_group(index, g, restrict),
-                    Unit::Composite(k) => self.try_composite(index, k, restrict),
-                    Unit::Pod(_) => unreachable!("children are groups"),
-                };
-                if a.ok {
-                    ok_children += 1;
-                } else {
-                    notes.push(a.message.clone());
-                }
-                statuses.extend(a.statuses);
-                failed.extend(a.failed);
-            }
-            if ok_children >= need && ok_children > 0 {
-                let where_ = match (&cpg.topology_key, value) {
-                    (Some(k), Some(v)) => format!(" in {k}={v}"),
-                    _ => String::new(),
-                };
-                return Attempt {
-                    ok: true,
-                    message: format!(
-                        "composite {}: {ok_children}/{} child groups bound{where_}",
-                        info.key,
-                        children.len()
-                    ),
-                    failed,
-                    statuses,
-                };
-            }
-            self.rollback(mark);
-            // The children one after another failed: search for all of them at once, when
-            // every ready child is needed and each is a PodGroup.
-            if self.options.profile.gang_placement == GangPlacement::Search
-                && need == children.len()
-                && ok_children < need
-            {
-                let gangs: Option<Vec<(usize, Gang)>> = children
-                    .iter()
-                    .map(|(unit, _, _)| match *unit {
-                        // A child's own topology constraint is met by the composite's domain
-                        // only when it names the same key.
-                        Unit::Group(g)
-                            if cluster.pod_groups[g]
-                                .topology_key
-                                .as_ref()
-                                .is_none_or(|k| Some(k) == cpg.topology_key.as_ref()) =>
-                        {
-                            Some((
-                                g,
-                                Gang {
-                                    pods: index.groups[g].pending.clone(),
-                                    target: index.needed(&self.snapshot, g).max(1),
-                                },
-                            ))
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                if let Some(gangs) = gangs {
-                    let list: Vec<Gang> = gangs.iter().map(|(_, g)| g.clone()).collect();
-                    match self.whole_gang(&list, restrict) {
-                        Outcome::Placed(unplaced) => {
-                            let where_ = match (&cpg.topology_key, value) {
-                                (Some(k), Some(v)) => format!(" in {k}={v}"),
-                                _ => String::new(),
-                            };
-                            let statuses = gangs
-                                .iter()
-                                .map(|(g, gang)| {
-                                    let placed = gang
-                                        .pods
-                                        .iter()
-                                        .filter(|p| self.snapshot.node_of(**p).is_some())
-                                        .count();
-                                    // As the child's own cycle reports it: its domain only
-                                    // when it has a topology constraint of its own.
-                                    let own = if cluster.pod_groups[*g].topology_key.is_some() {
-                                        where_.as_str()
-                                    } else {
-                                        ""
-                                    };
-                                    let message = format!(
-                                        "{placed} of {} pending pods bound{own}",
-                                        gang.pods.len()
-                                    );
-                                    (*g, true, message)
-                                })
-                                .collect();
-                            return Attempt {
-                                ok: true,
-                                message: format!(
-                                    "composite {}: {need}/{} child groups bound{where_}",
-                                    info.key,
-                                    children.len()
-                                ),
-                                failed: unplaced,
-                                statuses,
-                            };
-                        }
-                        Outcome::Infeasible => {}
-                        Outcome::Exhausted => {
-                            let note = self.search_stopped_note();
-                            notes.insert(0, note);
-                        }
-                    }
-                }
-            }
-            if best.as_ref().is_none_or(|b| ok_children > b.0) {
-                best = Some((ok_children, value.clone(), notes));
-            }
-        }
-        let mut message = format!(
-            "composite {}: {} of minGroupCount {} child groups fit",
-            info.key,
-            best.as_ref().map_or(0, |b| b.0),
-            need
-        );
-        if let Some(key) = &cpg.topology_key {
-            match &best {
-                Some((n, Some(v), _)) => message += &format!("; best domain {key}={v} fits {n}"),
-                _ => message += &format!("; no domain of {key} has room for the group"),
-            }
-        }
-        if let Some((_, _, notes)) = &best
-            && let Some(first) = notes.first()
-        {
-            message += &format!("; {first}");
-        }
-        let mut statuses = Vec::new();
-        let mut groups = Vec::new();
-        collect_groups(index, c, &mut groups);
-        for g in groups {
-            statuses.push((g, false, message.clone()));
-        }
-        Attempt {
-            ok: false,
-            failed: pending.iter().map(|p| (*p, message.clone())).collect(),
-            statuses,
-            message,
-        }
-    }
-}
-
-/// `text`, then `note` as a sentence of its own when `text` ends one, else after "; ".
-fn append_note(text: &str, note: &str) -> String {
-    if text.is_empty() {
-        return note.to_string();
-    }
-    match text.strip_suffix('.') {
-        Some(_) => {
-            let mut chars = note.chars();
-            let first: String = chars
-                .next()
-                .map(|c| c.to_uppercase().collect())
-                .unwrap_or_default();
-            format!("{text} {first}{}.", chars.as_str())
-        }
-        None => format!("{text}; {note}"),
-    }
-}
-
-fn collect_groups(index: &GroupIndex, c: usize, out: &mut Vec<usize>) {
-    out.extend(&index.composites[c].groups);
-    for &k in &index.composites[c].composites {
-        collect_groups(index, k, out);
     }
 }
 

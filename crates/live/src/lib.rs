@@ -1,9 +1,11 @@
 //! `lockstep-live`: lockstep as the live scheduler of a real cluster (`lockstep run`).
 //!
 //! Owns the translation between a Kubernetes API server and the engine: watch caches of
-//! every kind the engine reads ([`cache`]), one scheduling pass over them with the same
-//! manifest conversion and the same engine code as `lockstep schedule` ([`cycle`]), and the
-//! writes that carry a decision out ([`act`]): DRA allocations into ResourceClaim status,
+//! every kind the engine reads ([`cache`]), the engine's cluster state kept equal to them by
+//! applying each watched change in place with the same manifest conversion as `lockstep
+//! schedule` ([`mirror`], [`cycle`]), the scheduling loop over the engine's queue (`run`),
+//! and the writes that carry a decision out ([`act`], [`events`]): DRA allocations into
+//! ResourceClaim status,
 //! bindings through the `pods/binding` subresource, preemption (the `DisruptionTarget`
 //! condition, deletion, the preemptor's `nominatedNodeName`), `PodScheduled=False` for pods
 //! that fit nowhere, PodGroup conditions and Events. [`backoff`] keeps a pod that did not
