@@ -629,11 +629,7 @@ impl Framework {
             }
             self.active_scorers.push(k);
             self.raw.clear();
-            self.raw.extend(
-                self.feasible
-                    .iter()
-                    .map(|&node| p.score(snap, pod, &self.state, node)),
-            );
+            p.score_nodes(snap, pod, &self.state, &self.feasible, &mut self.raw);
             p.normalize(&self.state, &self.feasible, &mut self.raw);
             for (t, s) in self.total.iter_mut().zip(&self.raw) {
                 *t += s * weight;

@@ -271,6 +271,19 @@ pub trait Plugin: Send + Sync {
         0
     }
 
+    /// Scores every node of `nodes` into `out` (appended, aligned with `nodes`): `score` per
+    /// node unless a plugin reads its cycle state once for all of them.
+    fn score_nodes(
+        &self,
+        snap: &ClusterState,
+        pod: &Pod,
+        state: &CycleState,
+        nodes: &[NodeId],
+        out: &mut Vec<i64>,
+    ) {
+        out.extend(nodes.iter().map(|&n| self.score(snap, pod, state, n)));
+    }
+
     /// Maps raw scores (aligned with `feasible`) to 0..=MAX_NODE_SCORE.
     fn normalize(&self, _state: &CycleState, _feasible: &[NodeId], _scores: &mut [i64]) {}
 }

@@ -8,6 +8,7 @@
 //! and deterministic: no I/O, no clocks, no randomness, and it never sees Kubernetes API
 //! types (front ends convert through `lockstep-model`).
 
+pub mod backoff;
 pub mod config;
 pub mod cycle;
 pub mod estimate;

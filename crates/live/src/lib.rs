@@ -8,8 +8,8 @@
 //! ResourceClaim status,
 //! bindings through the `pods/binding` subresource, preemption (the `DisruptionTarget`
 //! condition, deletion, the preemptor's `nominatedNodeName`), `PodScheduled=False` for pods
-//! that fit nowhere, PodGroup conditions and Events. [`backoff`] keeps a pod that did not
-//! fit from being retried in a hot loop; [`metrics`] serves Prometheus metrics and health.
+//! that fit nowhere, PodGroup conditions and Events. The engine's queue and its backoff
+//! keep a pod that did not fit from being retried in a hot loop; [`metrics`] serves Prometheus metrics and health.
 //!
 //! It must not decide anything itself: every placement, victim and message comes from the
 //! engine. A decision is assumed at once (the next pass sees the pod on its node) and
@@ -17,7 +17,6 @@
 //! the pods that depend on it from being scheduled.
 
 pub mod act;
-pub mod backoff;
 pub mod cache;
 pub mod cycle;
 pub mod events;

@@ -15,11 +15,11 @@ use lockstep_engine::{Options, Queue, Scheduler};
 use lockstep_model::PodId;
 
 use crate::act::Writer;
-use crate::backoff::Backoff;
 use crate::cache::{Caches, key};
 use crate::cycle::{Assumed, Pass};
 use crate::metrics::{self, Metrics, QueueLabel};
 use crate::mirror::Mirror;
+use lockstep_engine::backoff::Backoff;
 
 /// How `lockstep run` is set up.
 #[derive(Debug, Clone)]

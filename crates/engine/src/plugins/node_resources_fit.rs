@@ -308,9 +308,28 @@ impl Plugin for NodeResourcesFit {
         !self.resources.is_empty()
     }
     fn score(&self, snap: &ClusterState, _pod: &Pod, state: &CycleState, node: NodeId) -> i64 {
-        let Some(fit) = state.read::<FitScoreState>() else {
-            return 0;
-        };
+        state
+            .read::<FitScoreState>()
+            .map_or(0, |fit| self.node_score(snap, fit, node))
+    }
+    fn score_nodes(
+        &self,
+        snap: &ClusterState,
+        _pod: &Pod,
+        state: &CycleState,
+        nodes: &[NodeId],
+        out: &mut Vec<i64>,
+    ) {
+        match state.read::<FitScoreState>() {
+            Some(fit) => out.extend(nodes.iter().map(|&n| self.node_score(snap, fit, n))),
+            None => out.extend(nodes.iter().map(|_| 0)),
+        }
+    }
+}
+
+impl NodeResourcesFit {
+    /// The strategy's weighted score of `node` for the pod whose requests `fit` holds.
+    fn node_score(&self, snap: &ClusterState, fit: &FitScoreState, node: NodeId) -> i64 {
         let nz = snap.non_zero_requested(node);
         let mut total = 0i64;
         let mut weights = 0i64;

@@ -1,8 +1,11 @@
-//! Backoff of pods that did not fit, as kube-scheduler's queue does it: a pod that failed
-//! waits `initial × 2^(attempts-1)` (capped at `max`) before it is tried again. Whether a
-//! change since could help it is the engine's queue's to say (`lockstep_engine::Queue`);
-//! after `max_unschedulable` without such a change it is tried anyway (kube-scheduler's
-//! `podMaxInUnschedulablePodsDuration`). Never a hot loop.
+//! The scheduling queue's clock: backoff of pods that did not fit, as kube-scheduler's
+//! queue does it. A pod that failed waits `initial × 2^(attempts-1)` (capped at `max`;
+//! kube-scheduler's `podInitialBackoffSeconds` / `podMaxBackoffSeconds`) before it is tried
+//! again. Whether a change since could help it is [`Queue`](crate::Queue)'s to say; after
+//! `max_unschedulable` without such a change it is tried anyway (kube-scheduler's
+//! `podMaxInUnschedulablePodsDuration`). Never a hot loop. Pods are keyed by
+//! `namespace/name`, so the entries outlive a rebuilt state; front ends on a wall clock
+//! (`lockstep run`) use it, while `simulate` retries at the trace's events.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
