@@ -3,12 +3,14 @@
 //!
 //! ```text
 //! lockstep-kube-perf [--nodes 500] [--pods 2000] [--runs 3] [--concurrency 32]
-//!                    [--scheduler kube|lockstep|both]
+//!                    [--scheduler kube|lockstep|both] [--lockstep-binary PATH]
 //! ```
 //!
 //! Each run starts a fresh control plane (testenv/: etcd and kube-apiserver v1.37), with
 //! either the real kube-scheduler v1.37 (client QPS and burst 5000) or `lockstep run`
-//! (in this process, through the same API server, its client unthrottled), creates the
+//! (in this process, through the same API server, its client unthrottled; with
+//! `--lockstep-binary`, that binary's `run` as a process of its own, whose memory is then
+//! reported alone), creates the
 //! nodes, then creates the pods (each asking for 100m CPU and 500Mi memory, as
 //! SchedulingBasic's default pod does) with `--concurrency` requests in flight, and
 //! measures from the first pod created to the last pod bound. Prints pods/s per run and
@@ -47,6 +49,10 @@ struct Args {
     /// Which scheduler binds the pods.
     #[arg(long, value_enum, default_value = "both")]
     scheduler: Which,
+    /// Run `lockstep run` from this binary as a process of its own (its resident memory is
+    /// then reported alone) instead of in this process.
+    #[arg(long, value_name = "PATH")]
+    lockstep_binary: Option<std::path::PathBuf>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum, Debug)]
@@ -122,7 +128,12 @@ where
 
 /// The resident memory of this process now and at its peak (Linux), for the report.
 fn memory() -> String {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    memory_of("self")
+}
+
+/// The resident memory of process `pid` (`self` for this one) now and at its peak.
+fn memory_of(pid: &str) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |name: &str| {
         status
             .lines()
@@ -132,6 +143,63 @@ fn memory() -> String {
             .map_or("?".to_string(), |kb| format!("{} MiB", kb / 1024))
     };
     format!("resident {}, peak {}", field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Starts `binary run` against the control plane, its log in the system's temporary
+/// directory.
+fn spawn_lockstep(binary: &std::path::Path, kubeconfig: &std::path::Path) -> Result<Running> {
+    let log =
+        std::env::temp_dir().join(format!("lockstep-kube-perf-run-{}.log", std::process::id()));
+    let file =
+        std::fs::File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
+    eprintln!("  lockstep run as a process, log in {}", log.display());
+    std::process::Command::new(binary)
+        .args([
+            "run",
+            "--scheduler-name",
+            "lockstep",
+            "--bind-concurrency",
+            "32",
+        ])
+        .arg("--metrics-address")
+        .arg("127.0.0.1:0")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .stdout(std::process::Stdio::null())
+        .stderr(file)
+        .spawn()
+        .map(Running)
+        .with_context(|| format!("cannot start {}", binary.display()))
+}
+
+/// A `lockstep run` process, killed if the run ends without stopping it.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Stops a `lockstep run` process with SIGTERM, as a kubelet would, waiting at most 10 s
+/// before killing it.
+fn stop_child(child: &mut std::process::Child) -> Result<()> {
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if child.try_wait()?.is_some() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill()?;
+    child.wait()?;
+    Ok(())
 }
 
 /// Pods not bound yet (`spec.nodeName` empty), counted by the API server.
@@ -149,7 +217,11 @@ async fn run_once(args: &Args, which: Which) -> Result<f64> {
     })?;
     let client = plane.client().await?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let live = (which == Which::Lockstep).then(|| {
+    let mut child = match (&args.lockstep_binary, which) {
+        (Some(binary), Which::Lockstep) => Some(spawn_lockstep(binary, plane.kubeconfig())?),
+        _ => None,
+    };
+    let live = (which == Which::Lockstep && child.is_none()).then(|| {
         let config = lockstep_live::Config {
             kubeconfig: Some(plane.kubeconfig().to_path_buf()),
             options: lockstep_engine::Options {
@@ -201,7 +273,13 @@ async fn run_once(args: &Args, which: Which) -> Result<f64> {
         let _ = stop.send(());
         task.await??;
     }
-    if which == Which::Lockstep {
+    if let Some(child) = &mut child {
+        eprintln!(
+            "  the lockstep run process: {}",
+            memory_of(&child.0.id().to_string())
+        );
+        stop_child(&mut child.0)?;
+    } else if which == Which::Lockstep {
         // `lockstep run` runs in this process: its caches, state and client are what this
         // process holds beyond the test harness.
         eprintln!("  this process (lockstep run in it): {}", memory());
