@@ -102,11 +102,11 @@ impl Live {
     }
 
     fn pods_owned_by(&self, namespace: &str, uids: &[String]) -> Vec<Arc<Pod>> {
+        let prefix = format!("{namespace}/");
         self.caches
             .pods
-            .all()
+            .all_where(|k| k.starts_with(&prefix))
             .into_iter()
-            .filter(|p| p.namespace().as_deref() == Some(namespace))
             .filter(|p| {
                 p.owner_references()
                     .iter()

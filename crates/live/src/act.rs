@@ -30,7 +30,7 @@ use kube::{Client, Resource, ResourceExt};
 use lockstep_engine::ClaimDevices;
 use serde_json::{Value, json};
 
-use crate::cache::{Cache, Caches, key};
+use crate::cache::{Cache, Caches};
 use crate::cycle::{Assumed, Pass};
 use crate::metrics::{Metrics, ResultLabel};
 
@@ -546,12 +546,7 @@ impl Writer {
         g: &lockstep_engine::GroupStatus,
         caches: &Caches,
     ) -> Result<(), kube::Error> {
-        let Some(group) = caches
-            .pod_groups
-            .all()
-            .into_iter()
-            .find(|pg| key(&**pg) == g.name)
-        else {
+        let Some(group) = caches.pod_groups.get(&g.name) else {
             return Ok(());
         };
         let conditions = group

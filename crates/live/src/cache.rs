@@ -1,13 +1,24 @@
-//! Watch caches of every kind the engine reads, kept current by kube-runtime reflectors.
+//! Watch caches of every kind the engine reads, kept current by kube-runtime watchers.
 //!
-//! Each kind the API server serves gets a reflector (list, then watch, re-listing after a
+//! Each kind the API server serves gets a watcher (list, then watch, re-listing after a
 //! disconnect with kube-runtime's default backoff); every event wakes the scheduling loop
 //! through one [`Notify`]. Kinds the server does not serve (an older cluster without the
 //! Workload API, say) are left out and named once in the log.
+//!
+//! A cache keeps each object compactly: its JSON as the API server serves it (without
+//! `managedFields`, which nothing reads) and its resourceVersion, not the typed object (a
+//! typed Pod takes about 7.5 KB, its JSON about 1 KB). Readers get the JSON as a value
+//! ([`Cache::value`], what the engine's conversion reads) or, for the few objects a write
+//! needs, the typed object ([`Cache::get`]); what the loop asks of every pod on every pass
+//! is kept beside it ([`PodBrief`]). A re-list replaces the whole set at once, as
+//! kube-runtime's store does.
 
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use std::collections::HashMap;
+use std::sync::RwLock;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
@@ -18,7 +29,6 @@ use k8s_openapi::api::resource::v1::{
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::scheduling::v1alpha3::CompositePodGroup;
 use k8s_openapi::api::scheduling::v1beta1::{PodGroup, Workload};
-use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
@@ -35,12 +45,71 @@ pub struct Changed {
     pub relisted: bool,
 }
 
-/// One kind's cache: its store, or `None` when the API server does not serve the kind.
+/// What the scheduling loop asks of every pod on every pass, kept beside its JSON.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodBrief {
+    /// The pod's schedulerName when it waits for a node (no node, not deleting, not
+    /// finished).
+    pub pending_for: Option<Box<str>>,
+    /// It has scheduling gates.
+    pub gated: bool,
+    /// Its `status.nominatedNodeName`.
+    pub nominated: Option<Box<str>>,
+    /// The node it is leaving, when it is being deleted from one.
+    pub leaving: Option<Box<str>>,
+}
+
+impl PodBrief {
+    fn of(pod: &Pod) -> PodBrief {
+        let spec = pod.spec.as_ref();
+        let node = spec.and_then(|s| s.node_name.as_deref());
+        let deleting = pod.metadata.deletion_timestamp.is_some();
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        let finished = matches!(phase, Some("Succeeded" | "Failed"));
+        PodBrief {
+            pending_for: (spec.is_some() && node.is_none() && !deleting && !finished).then(|| {
+                spec.and_then(|s| s.scheduler_name.as_deref())
+                    .unwrap_or("default-scheduler")
+                    .into()
+            }),
+            gated: spec
+                .and_then(|s| s.scheduling_gates.as_ref())
+                .is_some_and(|g| !g.is_empty()),
+            nominated: pod
+                .status
+                .as_ref()
+                .and_then(|s| s.nominated_node_name.as_deref())
+                .map(Into::into),
+            leaving: node.filter(|_| deleting).map(Into::into),
+        }
+    }
+}
+
+/// One cached object.
+struct Entry {
+    version: Box<str>,
+    json: Arc<[u8]>,
+    /// For pods.
+    brief: Option<PodBrief>,
+}
+
+/// A kind's objects by key, and the set a re-list is building.
+#[derive(Default)]
+struct Objects {
+    by_key: HashMap<String, Entry>,
+    relisting: Option<HashMap<String, Entry>>,
+    ready: bool,
+}
+
+/// One kind's cache: its objects, or `None` when the API server does not serve the kind.
 pub struct Cache<K: Resource<DynamicType = ()> + Clone + 'static> {
-    store: Option<Store<K>>,
+    objects: Option<Arc<RwLock<Objects>>>,
+    /// Raised when the first list is in.
+    listed: Arc<Notify>,
     changed: Arc<std::sync::Mutex<Changed>>,
-    /// The reflector's task, stopped when the cache is dropped.
+    /// The watcher's task, stopped when the cache is dropped.
     task: Option<tokio::task::AbortHandle>,
+    kind: std::marker::PhantomData<fn() -> K>,
 }
 
 impl<K: Resource<DynamicType = ()> + Clone + 'static> Drop for Cache<K> {
@@ -71,39 +140,26 @@ where
                 K::kind(&())
             );
             return Cache {
-                store: None,
+                objects: None,
+                listed: Arc::default(),
                 changed: Arc::default(),
                 task: None,
+                kind: std::marker::PhantomData,
             };
         }
-        let (reader, writer) = reflector::store();
         let api: Api<K> = Api::all(client.clone());
-        // managedFields are never read and are a large part of every object: dropped before
-        // the store keeps it.
-        let stream = reflector::reflector(
-            writer,
-            watcher(api, watcher::Config::default())
-                .default_backoff()
-                .modify(|o| o.meta_mut().managed_fields = None),
-        );
+        let stream = watcher(api, watcher::Config::default()).default_backoff();
         let signal = signal.clone();
+        let objects: Arc<RwLock<Objects>> = Arc::default();
+        let listed: Arc<Notify> = Arc::default();
         let changed: Arc<std::sync::Mutex<Changed>> = Arc::default();
-        let noted = changed.clone();
+        let (kept, noted, first) = (objects.clone(), changed.clone(), listed.clone());
         let task = tokio::spawn(async move {
             futures::pin_mut!(stream);
             while let Some(event) = stream.next().await {
                 match event {
                     Ok(e) => {
-                        {
-                            let mut c = noted.lock().expect("no holder panics");
-                            match e {
-                                watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
-                                    c.keys.insert(key(&o));
-                                }
-                                watcher::Event::InitDone => c.relisted = true,
-                                watcher::Event::Init | watcher::Event::InitApply(_) => {}
-                            }
-                        }
+                        keep(&kept, &noted, &first, e);
                         signal.raise()
                     }
                     Err(e) => tracing::warn!(kind = %K::kind(&()), "watch: {e}"),
@@ -111,19 +167,24 @@ where
             }
         });
         Cache {
-            store: Some(reader),
+            objects: Some(objects),
+            listed,
             changed,
             task: Some(task.abort_handle()),
+            kind: std::marker::PhantomData,
         }
     }
 
     async fn ready(&self) -> Result<(), String> {
-        match &self.store {
-            Some(s) => s
-                .wait_until_ready()
-                .await
-                .map_err(|e| format!("{}: {e}", K::kind(&()))),
-            None => Ok(()),
+        let Some(objects) = &self.objects else {
+            return Ok(());
+        };
+        loop {
+            let listed = self.listed.notified();
+            if objects.read().expect("no holder panics").ready {
+                return Ok(());
+            }
+            listed.await;
         }
     }
 
@@ -132,24 +193,39 @@ where
         std::mem::take(&mut *self.changed.lock().expect("no holder panics"))
     }
 
-    /// The cached object of `key` (as [`key`] gives it).
+    /// The cached object of `key` (as [`key`] gives it), typed: for the few objects a
+    /// write needs (it is read from the kept JSON).
     pub fn get(&self, key: &str) -> Option<Arc<K>> {
-        let store = self.store.as_ref()?;
-        let r = match key.split_once('/') {
-            Some(("", name)) => reflector::ObjectRef::new(name),
-            Some((ns, name)) => reflector::ObjectRef::new(name).within(ns),
-            None => reflector::ObjectRef::new(key),
-        };
-        store.get(&r)
+        let json = self.json(key)?;
+        match serde_json::from_slice(&json) {
+            Ok(o) => Some(Arc::new(o)),
+            Err(e) => {
+                tracing::warn!("{} {key}: cannot be read: {e}", K::kind(&()));
+                None
+            }
+        }
     }
 
-    /// One object as the API server serves it, named for messages (`Pod ml/web`).
-    pub fn value_of(o: &K) -> Option<(String, Value)> {
-        let name = match o.namespace() {
-            Some(ns) => format!("{} {ns}/{}", K::kind(&()), o.name_any()),
-            None => format!("{} {}", K::kind(&()), o.name_any()),
+    fn json(&self, key: &str) -> Option<Arc<[u8]>> {
+        let objects = self.objects.as_ref()?.read().expect("no holder panics");
+        objects.by_key.get(key).map(|e| e.json.clone())
+    }
+
+    /// The resourceVersion of the cached object of `key`.
+    pub fn version(&self, key: &str) -> Option<String> {
+        let objects = self.objects.as_ref()?.read().expect("no holder panics");
+        objects.by_key.get(key).map(|e| e.version.to_string())
+    }
+
+    /// The cached object of `key` as the API server serves it, named for messages
+    /// (`Pod ml/web`; `Kind name` when cluster-scoped).
+    pub fn value(&self, key: &str) -> Option<(String, Value)> {
+        let json = self.json(key)?;
+        let name = match key.strip_prefix('/') {
+            Some(name) => format!("{} {name}", K::kind(&())),
+            None => format!("{} {key}", K::kind(&())),
         };
-        match serde_json::to_value(o) {
+        match serde_json::from_slice(&json) {
             Ok(v) => Some((name, v)),
             Err(e) => {
                 tracing::warn!("{name}: cannot be read: {e}");
@@ -158,15 +234,108 @@ where
         }
     }
 
-    /// Every cached object.
-    pub fn all(&self) -> Vec<Arc<K>> {
-        self.store.as_ref().map(|s| s.state()).unwrap_or_default()
+    /// The keys of every cached object.
+    pub fn keys(&self) -> Vec<String> {
+        self.objects.as_ref().map_or_else(Vec::new, |o| {
+            o.read()
+                .expect("no holder panics")
+                .by_key
+                .keys()
+                .cloned()
+                .collect()
+        })
+    }
+
+    /// The cached objects whose keys `wanted` accepts, typed (read from the kept JSON: for
+    /// small kinds or a narrow `wanted`).
+    pub fn all_where(&self, mut wanted: impl FnMut(&str) -> bool) -> Vec<Arc<K>> {
+        let keys: Vec<String> = self.keys().into_iter().filter(|k| wanted(k)).collect();
+        keys.iter().filter_map(|k| self.get(k)).collect()
     }
 
     /// Every object as the API server serves it, each named `Kind namespace/name`
     /// (`Kind name` when cluster-scoped).
     fn values(&self, out: &mut Vec<(String, Value)>) {
-        out.extend(self.all().iter().filter_map(|o| Self::value_of(o)));
+        let mut keys = self.keys();
+        keys.sort();
+        out.extend(keys.iter().filter_map(|k| self.value(k)));
+    }
+}
+
+impl Cache<Pod> {
+    /// Calls `f` with every cached pod's key and [`PodBrief`].
+    pub fn for_each_brief(&self, mut f: impl FnMut(&str, &PodBrief)) {
+        let Some(objects) = &self.objects else {
+            return;
+        };
+        for (k, e) in &objects.read().expect("no holder panics").by_key {
+            if let Some(b) = &e.brief {
+                f(k, b);
+            }
+        }
+    }
+}
+
+/// Applies one watch event to a kind's objects and notes the keys it touched; a re-list
+/// builds a new set and swaps it in whole when it is complete.
+fn keep<K>(
+    objects: &RwLock<Objects>,
+    noted: &std::sync::Mutex<Changed>,
+    listed: &Notify,
+    event: watcher::Event<K>,
+) where
+    K: Resource<DynamicType = ()> + Serialize + 'static,
+{
+    let mut objects = objects.write().expect("no holder panics");
+    let mut changed = noted.lock().expect("no holder panics");
+    match event {
+        watcher::Event::Apply(o) => {
+            let k = key(&o);
+            if let Some(e) = entry(o) {
+                objects.by_key.insert(k.clone(), e);
+            }
+            changed.keys.insert(k);
+        }
+        watcher::Event::Delete(o) => {
+            let k = key(&o);
+            objects.by_key.remove(&k);
+            changed.keys.insert(k);
+        }
+        watcher::Event::Init => objects.relisting = Some(HashMap::new()),
+        watcher::Event::InitApply(o) => {
+            let k = key(&o);
+            if let (Some(e), Some(set)) = (entry(o), objects.relisting.as_mut()) {
+                set.insert(k, e);
+            }
+        }
+        watcher::Event::InitDone => {
+            if let Some(set) = objects.relisting.take() {
+                objects.by_key = set;
+            }
+            objects.ready = true;
+            changed.relisted = true;
+            listed.notify_waiters();
+        }
+    }
+}
+
+/// An object as a cache keeps it; `None` (logged) when it cannot be written as JSON.
+fn entry<K: Resource<DynamicType = ()> + Serialize + 'static>(mut o: K) -> Option<Entry> {
+    o.meta_mut().managed_fields = None;
+    let version = o.meta().resource_version.clone().unwrap_or_default().into();
+    let brief = (&o as &dyn std::any::Any)
+        .downcast_ref::<Pod>()
+        .map(PodBrief::of);
+    match serde_json::to_vec(&o) {
+        Ok(json) => Some(Entry {
+            version,
+            json: json.into(),
+            brief,
+        }),
+        Err(e) => {
+            tracing::warn!("{} {}: cannot be kept: {e}", K::kind(&()), key(&o));
+            None
+        }
     }
 }
 
@@ -292,4 +461,91 @@ impl Caches {
 /// An object's `namespace/name` (`/name` when cluster-scoped).
 pub fn key<K: ResourceExt>(o: &K) -> String {
     format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn pod(name: &str, node: Option<&str>, deleting: bool, gates: bool) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": name, "namespace": "ml", "resourceVersion": format!("rv-{name}"),
+                "managedFields": [{"manager": "kubectl"}],
+                "deletionTimestamp": deleting.then_some("2026-11-26T10:00:00Z"),
+            },
+            "spec": {
+                "schedulerName": "lockstep", "nodeName": node,
+                "schedulingGates": if gates { serde_json::json!([{"name": "wait"}]) } else { serde_json::json!([]) },
+                "containers": [{"name": "c"}],
+            },
+            "status": {"nominatedNodeName": "n2"},
+        }))
+        .unwrap()
+    }
+
+    fn cache() -> (Cache<Pod>, Arc<RwLock<Objects>>) {
+        let objects: Arc<RwLock<Objects>> = Arc::default();
+        let cache = Cache {
+            objects: Some(objects.clone()),
+            listed: Arc::default(),
+            changed: Arc::default(),
+            task: None,
+            kind: std::marker::PhantomData,
+        };
+        (cache, objects)
+    }
+
+    #[test]
+    fn events_keep_compact_objects_and_a_relist_replaces_the_set_whole() {
+        let (c, objects) = cache();
+        let event = |e| keep(&objects, &c.changed, &c.listed, e);
+        event(watcher::Event::Init);
+        event(watcher::Event::InitApply(pod("a", None, false, true)));
+        assert!(c.keys().is_empty(), "a list in progress is not visible");
+        event(watcher::Event::InitDone);
+        assert_eq!(c.keys(), ["ml/a"]);
+        assert!(objects.read().unwrap().ready);
+
+        event(watcher::Event::Apply(pod("b", Some("n1"), true, false)));
+        let (name, value) = c.value("ml/b").unwrap();
+        assert_eq!(name, "Pod ml/b");
+        assert_eq!(value["spec"]["nodeName"], "n1");
+        assert!(value["metadata"].get("managedFields").is_none());
+        assert_eq!(c.version("ml/b").as_deref(), Some("rv-b"));
+        let typed = c.get("ml/b").unwrap();
+        assert_eq!(
+            typed.spec.as_ref().unwrap().node_name.as_deref(),
+            Some("n1")
+        );
+
+        let mut briefs = BTreeMap::new();
+        c.for_each_brief(|k, b| {
+            briefs.insert(k.to_string(), b.clone());
+        });
+        assert_eq!(briefs["ml/a"].pending_for.as_deref(), Some("lockstep"));
+        assert!(briefs["ml/a"].gated);
+        assert_eq!(briefs["ml/a"].nominated.as_deref(), Some("n2"));
+        assert_eq!(briefs["ml/b"].pending_for, None);
+        assert_eq!(briefs["ml/b"].leaving.as_deref(), Some("n1"));
+
+        let changed = c.take_changed();
+        assert!(changed.relisted);
+        assert!(changed.keys.contains("ml/b"));
+
+        // A re-list that no longer has `a` drops it without a delete event.
+        event(watcher::Event::Init);
+        event(watcher::Event::InitApply(pod("b", Some("n1"), true, false)));
+        assert_eq!(
+            c.keys().len(),
+            2,
+            "the old set serves until the list is complete"
+        );
+        event(watcher::Event::InitDone);
+        assert_eq!(c.keys(), ["ml/b"]);
+        event(watcher::Event::Delete(pod("b", Some("n1"), true, false)));
+        assert!(c.keys().is_empty());
+        assert!(c.get("ml/b").is_none());
+    }
 }

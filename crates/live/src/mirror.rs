@@ -140,10 +140,6 @@ fn object(c: Converted) -> Object {
     }
 }
 
-fn version<K: Resource>(o: &K) -> String {
-    o.meta().resource_version.clone().unwrap_or_default()
-}
-
 /// One incremental pass over a kind: what changed, then each object read or deleted.
 struct Step<'a, T> {
     target: &'a mut T,
@@ -169,7 +165,7 @@ impl<T: Target> Step<'_, T> {
         let mut keys: std::collections::BTreeSet<String> = changed.keys.into_iter().collect();
         if changed.relisted {
             // A re-list may have dropped objects without delete events.
-            keys.extend(cache.all().iter().map(|o| crate::cache::key(&**o)));
+            keys.extend(cache.keys());
             keys.extend(
                 self.versions
                     .keys()
@@ -195,20 +191,25 @@ impl<T: Target> Step<'_, T> {
         let kind = alone.kind();
         let id = (kind, key.to_string());
 
-        let Some(o) = cache.get(key) else {
+        let Some(rv) = cache.version(key) else {
             if self.versions.remove(&id).is_some() {
                 self.delete(kind, key);
             }
             self.excluded.retain(|name, _| !named(name, kind, key));
             return;
         };
-        let rv = version(&*o);
         if !forced && self.versions.get(&id) == Some(&rv) {
             return;
         }
-        let Some((name, mut value)) = Cache::<K>::value_of(&o) else {
+        let Some((name, mut value)) = cache.value(key) else {
             return;
         };
+        // The version of the value read (it may be newer than the one looked at above).
+        let rv = value
+            .pointer("/metadata/resourceVersion")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         cycle::overlay_one(kind.as_str(), key, &mut value, self.assumed);
         let state = self.target.state();
         let converted = lockstep_manifests::convert_object(

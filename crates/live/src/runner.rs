@@ -15,7 +15,7 @@ use lockstep_engine::{Options, Queue, Scheduler};
 use lockstep_model::PodId;
 
 use crate::act::Writer;
-use crate::cache::{Caches, key};
+use crate::cache::{Cache, Caches};
 use crate::cycle::{Assumed, Pass};
 use crate::metrics::{self, Metrics, QueueLabel};
 use crate::mirror::Mirror;
@@ -112,43 +112,28 @@ pub async fn connect(kubeconfig: Option<&PathBuf>) -> Result<Client, Error> {
 
 /// Pending pods this scheduler owns, and which of them cannot be tried now: gated pods,
 /// and pods nominated to a node whose victims are still terminating.
-fn pending(pods: &[Arc<Pod>], scheduler: &str) -> (BTreeSet<String>, BTreeSet<String>) {
-    let terminating_on: BTreeSet<String> = pods
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_some())
-        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
-        .collect();
+fn pending(pods: &Cache<Pod>, scheduler: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let mut terminating_on: BTreeSet<Box<str>> = BTreeSet::new();
+    pods.for_each_brief(|_, b| {
+        if let Some(n) = &b.leaving {
+            terminating_on.insert(n.clone());
+        }
+    });
     let mut all = BTreeSet::new();
     let mut waiting = BTreeSet::new();
-    for p in pods {
-        let Some(spec) = &p.spec else { continue };
-        let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
-        if spec.node_name.is_some()
-            || p.metadata.deletion_timestamp.is_some()
-            || matches!(phase, Some("Succeeded" | "Failed"))
-            || spec
-                .scheduler_name
-                .as_deref()
-                .unwrap_or("default-scheduler")
-                != scheduler
-        {
-            continue;
+    pods.for_each_brief(|k, b| {
+        if b.pending_for.as_deref() != Some(scheduler) {
+            return;
         }
-        let k = key(&**p);
-        let gated = spec
-            .scheduling_gates
+        let nominated = b
+            .nominated
             .as_ref()
-            .is_some_and(|g| !g.is_empty());
-        let nominated = p
-            .status
-            .as_ref()
-            .and_then(|s| s.nominated_node_name.as_ref())
             .is_some_and(|n| terminating_on.contains(n));
-        if gated || nominated {
-            waiting.insert(k.clone());
+        if b.gated || nominated {
+            waiting.insert(k.to_string());
         }
-        all.insert(k);
-    }
+        all.insert(k.to_string());
+    });
     (all, waiting)
 }
 
@@ -361,8 +346,7 @@ pub async fn run(
         }
         first = false;
         prune(&mut assumed, &caches);
-        let pods = caches.pods.all();
-        let (all_pending, waiting) = pending(&pods, &scheduler);
+        let (all_pending, waiting) = pending(&caches.pods, &scheduler);
         backoff.retain(&all_pending);
         let now = Instant::now();
         let mut held = backoff.held(now);
