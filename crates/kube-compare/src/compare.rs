@@ -811,9 +811,12 @@ fn unit_ties(unit: &mut [Decision]) {
     let mut kube_nodes: Vec<&str> = Vec::new();
     let mut allowed: BTreeSet<&str> = BTreeSet::new();
     for d in unit.iter() {
-        let (Outcome::Bound { node: k }, Outcome::Bound { node: l }) = (&d.kube, &d.lockstep)
-        else {
-            return;
+        let (k, l) = match (&d.kube, &d.lockstep) {
+            (Outcome::Bound { node: k }, Outcome::Bound { node: l }) => (k, l),
+            // A pod of the gang both left unschedulable (beyond minCount, no room left)
+            // takes no node in either placement.
+            (Outcome::Unschedulable { .. }, Outcome::Unschedulable { .. }) => continue,
+            _ => return,
         };
         if !d.kube_victims.is_empty() || !d.lockstep_victims.is_empty() {
             return;
@@ -871,6 +874,26 @@ mod tests {
         ];
         unit_ties(&mut elsewhere);
         assert_eq!(elsewhere[1].verdict, Verdict::Placement);
+
+        // minCount below the size: the pod left over is unschedulable in both, the others
+        // were drawn among tied nodes.
+        let mut left_over = vec![
+            decision("ml/w-0", "n1", "n1", &["n2", "n3"]),
+            decision("ml/w-1", "n3", "n2", &["n3"]),
+            decision("ml/w-2", "n2", "n3", &[]),
+            Decision {
+                kube: Outcome::Unschedulable {
+                    message: "0/3 nodes are available: 3 Insufficient cpu.".into(),
+                },
+                lockstep: Outcome::Unschedulable {
+                    message: "0/3 nodes are available: 3 Insufficient cpu.".into(),
+                },
+                verdict: Verdict::Same,
+                ..decision("ml/w-3", "n1", "n1", &[])
+            },
+        ];
+        unit_ties(&mut left_over);
+        assert_eq!(left_over[2].verdict, Verdict::Tie);
 
         let mut alone = vec![decision("ml/p", "n3", "n2", &[])];
         unit_ties(&mut alone);

@@ -761,3 +761,59 @@ async fn with_leader_election_one_instance_schedules_and_another_takes_over() {
     .await;
     second.stop().await;
 }
+
+/// An object the engine cannot read (here a node whose status has no allocatable
+/// resources) is left out and reported with a FailedScheduling event on it; everything
+/// else is scheduled, and once the object is fixed it is read again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_object_is_reported_and_everything_else_is_scheduled() {
+    use k8s_openapi::api::core::v1::{Event, Node};
+    use kube::api::{ListParams, Patch, PatchParams};
+    let bare = r#"
+apiVersion: v1
+kind: Node
+metadata: {name: node-bare, labels: {kubernetes.io/hostname: node-bare}}
+"#;
+    let (plane, client) = setup(&format!("{NODES}---\n{bare}")).await;
+    let run = Running::start(config(&plane));
+    create(&client, &pod("small", "lockstep", "1", "")).await;
+    let node = eventually("pod small to be bound", || {
+        node_of(&client, "default", "small")
+    })
+    .await;
+    assert!(node == "node-a" || node == "node-b", "{node}");
+    let events: Api<Event> = Api::all(client.clone());
+    let message = eventually("a FailedScheduling event on node-bare", || async {
+        events
+            .list(&ListParams::default().fields("involvedObject.name=node-bare"))
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("FailedScheduling"))
+            .and_then(|e| e.message)
+    })
+    .await;
+    assert!(
+        message.contains("cannot be read") && message.contains("allocatable"),
+        "{message}"
+    );
+    // Fixed, the node is read again and takes a pod no other node can hold.
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .patch_status(
+            "node-bare",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"status": {"allocatable":
+                {"cpu": "8", "memory": "16Gi", "pods": "110"}}})),
+        )
+        .await
+        .unwrap();
+    create(&client, &pod("big", "lockstep", "6", "")).await;
+    let node = eventually("pod big to be bound on the fixed node", || {
+        node_of(&client, "default", "big")
+    })
+    .await;
+    assert_eq!(node, "node-bare");
+    run.stop().await;
+}
