@@ -4,7 +4,13 @@
 //! ```text
 //! lockstep-kube-perf [--nodes 500] [--pods 2000] [--runs 3] [--concurrency 32]
 //!                    [--scheduler kube|lockstep|both] [--lockstep-binary PATH]
+//!                    [--gang-size N]
 //! ```
+//!
+//! With `--gang-size N` the pods come in gangs: a PodGroup (scheduling.k8s.io/v1beta1,
+//! `minCount` N) per N pods, created before its pods, each pod naming its group in
+//! `spec.schedulingGroup` (kube-scheduler v1.37 with the Workload API gates, as testenv
+//! runs it, schedules them with its GangScheduling plugin).
 //!
 //! Each run starts a fresh control plane (testenv/: etcd and kube-apiserver v1.37), with
 //! either the real kube-scheduler v1.37 (client QPS and burst 5000) or `lockstep run`
@@ -23,6 +29,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::scheduling::v1beta1::PodGroup;
 use kube::api::{Api, ListParams, PostParams};
 use lockstep_testenv::{ControlPlane, Options};
 use serde_json::json;
@@ -49,6 +56,9 @@ struct Args {
     /// Which scheduler binds the pods.
     #[arg(long, value_enum, default_value = "both")]
     scheduler: Which,
+    /// Pods per gang (a PodGroup with minCount this many); 0: single pods.
+    #[arg(long, default_value_t = 0)]
+    gang_size: usize,
     /// Run `lockstep run` from this binary as a process of its own (its resident memory is
     /// then reported alone) instead of in this process.
     #[arg(long, value_name = "PATH")]
@@ -73,13 +83,37 @@ fn node(i: usize) -> Result<Node> {
     }))?)
 }
 
+/// Pods per gang for the run (0: single pods); set once from `--gang-size`.
+static GANG_SIZE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+fn gang_size() -> usize {
+    GANG_SIZE.get().copied().unwrap_or(0)
+}
+
 fn pod(i: usize, scheduler: &str) -> Result<Pod> {
-    Ok(serde_json::from_value(json!({
+    let mut pod = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": format!("pod-{i:06}"), "namespace": "default"},
         "spec": {"schedulerName": scheduler,
             "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
             "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}
+    });
+    if gang_size() > 0 {
+        pod["spec"]["schedulingGroup"] = json!({"podGroupName": group_name(i / gang_size())});
+    }
+    Ok(serde_json::from_value(pod)?)
+}
+
+fn group_name(g: usize) -> String {
+    format!("gang-{g:05}")
+}
+
+/// The PodGroup of gang `g`: all its pods or none.
+fn pod_group(g: usize) -> Result<PodGroup> {
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": group_name(g), "namespace": "default"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": gang_size()}}}
     }))?)
 }
 
@@ -244,6 +278,16 @@ async fn run_once(args: &Args, which: Which) -> Result<f64> {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let start = Instant::now();
+    if gang_size() > 0 {
+        let groups: Api<PodGroup> = Api::namespaced(client.clone(), "default");
+        create_many(
+            &groups,
+            args.pods / gang_size(),
+            args.concurrency,
+            pod_group,
+        )
+        .await?;
+    }
     let make = if which == Which::Kube {
         kube_pod
     } else {
@@ -309,6 +353,15 @@ async fn main() -> Result<()> {
         "--runs, --nodes and --pods must be positive"
     );
     anyhow::ensure!(
+        args.gang_size == 0 || args.pods % args.gang_size == 0,
+        "--pods {} is not a whole number of gangs of --gang-size {}",
+        args.pods,
+        args.gang_size
+    );
+    GANG_SIZE
+        .set(args.gang_size)
+        .expect("the gang size is set once");
+    anyhow::ensure!(
         args.pods <= args.nodes * 40,
         "{} pods of 100m CPU do not fit on {} nodes of 4 CPU; use at most {} pods",
         args.pods,
@@ -334,6 +387,13 @@ async fn main() -> Result<()> {
                 args.nodes,
                 args.pods
             );
+            if args.gang_size > 0 {
+                eprintln!(
+                    "  in {} gangs of {} (a PodGroup each, created first)",
+                    args.pods / args.gang_size,
+                    args.gang_size
+                );
+            }
             rates
                 .entry(name)
                 .or_default()
