@@ -387,10 +387,9 @@ async fn main() -> Result<()> {
                 args.nodes,
                 args.pods
             );
-            if args.gang_size > 0 {
+            if let Some(gangs) = args.pods.checked_div(args.gang_size) {
                 eprintln!(
-                    "  in {} gangs of {} (a PodGroup each, created first)",
-                    args.pods / args.gang_size,
+                    "  in {gangs} gangs of {} (a PodGroup each, created first)",
                     args.gang_size
                 );
             }
