@@ -177,6 +177,9 @@ pub struct Simulation<'t> {
     gpu_milli_allocated: i64,
     /// Milli-GPUs requested by the pods bound to each node.
     node_gpu_milli: Vec<i64>,
+    /// Each GPU pod's shape (GPUs, CPU, memory), read once from the trace for the
+    /// fragmentation samples; `None` for pods without GPUs.
+    gpu_shapes: Vec<Option<Shape>>,
     cpu_allocated: i64,
     running_jobs: u32,
     pending_jobs: u32,
@@ -255,6 +258,19 @@ impl<'t> Simulation<'t> {
             cycle_scheduled: None,
             gpu_milli_allocated: 0,
             node_gpu_milli: vec![0; cluster.nodes.len()],
+            gpu_shapes: cluster
+                .pods
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let gpus = trace.pod_gpu_milli.get(i).copied().unwrap_or(0);
+                    (gpus > 0).then(|| Shape {
+                        gpus,
+                        cpu: p.requests.get(ResourceId::CPU),
+                        memory: p.requests.get(ResourceId::MEMORY),
+                    })
+                })
+                .collect(),
             cpu_allocated: 0,
             running_jobs: 0,
             pending_jobs: 0,
@@ -610,19 +626,10 @@ impl<'t> Simulation<'t> {
     /// over several partly shared devices.
     fn fragmentation(&self) -> (i64, i64) {
         let snap = &self.scheduler.snapshot;
-        let cluster = &self.trace.cluster;
         let shapes: Vec<Shape> = self
             .pending
             .iter()
-            .map(|p| {
-                let r = &cluster.pods[p.index()].requests;
-                Shape {
-                    gpus: self.trace.pod_gpu_milli[p.index()],
-                    cpu: r.get(ResourceId::CPU),
-                    memory: r.get(ResourceId::MEMORY),
-                }
-            })
-            .filter(|s| s.gpus > 0)
+            .filter_map(|p| self.gpu_shapes[p.index()])
             .collect();
         let shapes = pareto_minimal(shapes);
         fragmented_gpus(snap.num_nodes(), &shapes, |n| {
