@@ -221,15 +221,6 @@ pub trait Plugin: Send + Sync {
     /// The kube-scheduler plugin name (used in configuration).
     fn name(&self) -> &'static str;
 
-    /// Whether the plugin has a Filter extension point.
-    fn filters(&self) -> bool {
-        false
-    }
-    /// Whether the plugin has a Score extension point.
-    fn scores(&self) -> bool {
-        false
-    }
-
     fn pre_filter(&self, _snap: &ClusterState, _pod: &Pod, _state: &mut CycleState) -> PreFilter {
         PreFilter::Skip
     }

@@ -318,10 +318,7 @@ impl GroupIndex {
                     r >= need.max(1)
                 })
                 .count();
-        let need = match cluster.composite_pod_groups[c].policy {
-            GroupPolicy::Gang { min } => min as usize,
-            GroupPolicy::Basic => 1,
-        };
+        let need = cluster.composite_pod_groups[c].policy.min_members();
         (ready, need)
     }
 

@@ -284,10 +284,7 @@ impl Scheduler {
     ) -> Attempt {
         let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
         let cpg = &cluster.composite_pod_groups[c];
-        let need = match cpg.policy {
-            GroupPolicy::Gang { min } => min as usize,
-            GroupPolicy::Basic => 1,
-        };
+        let need = cpg.policy.min_members();
         let mut pending = Vec::new();
         index.composite_pending(c, &mut pending);
         let mut bound = Vec::new();

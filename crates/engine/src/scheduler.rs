@@ -5,7 +5,7 @@
 //! when it fails (`preemption`) — and the decisions a front end reports. The queue between
 //! passes is `queue`.
 
-use lockstep_model::{Cluster, GroupPolicy, NodeId, Pod, PodId, WhenUnsatisfiable};
+use lockstep_model::{Cluster, NodeId, Pod, PodId, WhenUnsatisfiable};
 
 use crate::config::{ConfigError, Profile};
 
@@ -622,10 +622,7 @@ impl Scheduler {
                 units.push(Unit::Group(g));
                 continue;
             }
-            let min = match cluster.pod_groups[g].policy {
-                GroupPolicy::Gang { min } => min as usize,
-                GroupPolicy::Basic => 1,
-            };
+            let min = cluster.pod_groups[g].policy.min_members();
             let msg = format!(
                 "waiting for pod group {} ({}/{} pods present)",
                 info.key,

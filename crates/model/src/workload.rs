@@ -12,6 +12,16 @@ pub enum GroupPolicy {
     Gang { min: u32 },
 }
 
+impl GroupPolicy {
+    /// The members that must fit together: `min` for a gang, one otherwise.
+    pub fn min_members(self) -> usize {
+        match self {
+            GroupPolicy::Gang { min } => min as usize,
+            GroupPolicy::Basic => 1,
+        }
+    }
+}
+
 /// How a running group may be disrupted by preemption.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DisruptionMode {

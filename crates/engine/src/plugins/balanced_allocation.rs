@@ -58,9 +58,6 @@ impl Plugin for BalancedAllocation {
         sig.add(self.name(), &pod.requests);
         true
     }
-    fn scores(&self) -> bool {
-        true
-    }
     fn pre_score(
         &self,
         _snap: &ClusterState,

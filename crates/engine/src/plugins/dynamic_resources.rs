@@ -95,12 +95,6 @@ impl Plugin for DynamicResources {
     fn name(&self) -> &'static str {
         "DynamicResources"
     }
-    fn filters(&self) -> bool {
-        true
-    }
-    fn scores(&self) -> bool {
-        true
-    }
     fn pre_score(
         &self,
         snap: &ClusterState,

@@ -219,12 +219,6 @@ impl Plugin for InterPodAffinity {
             && pod.pod_anti_affinity.is_empty()
             && snap.bound_with_affinity == 0
     }
-    fn filters(&self) -> bool {
-        true
-    }
-    fn scores(&self) -> bool {
-        true
-    }
 
     fn pre_filter(&self, snap: &ClusterState, pod: &Pod, state: &mut CycleState) -> PreFilter {
         let req_aff = &pod.pod_affinity.required;

@@ -94,12 +94,6 @@ impl Plugin for NodeAffinity {
         // Preferred terms are normalised by the best feasible node.
         pod.node_affinity.preferred.is_empty()
     }
-    fn filters(&self) -> bool {
-        true
-    }
-    fn scores(&self) -> bool {
-        true
-    }
     fn pre_filter(&self, snap: &ClusterState, pod: &Pod, _state: &mut CycleState) -> PreFilter {
         match &pod.node_affinity.required {
             // Required affinity with no terms matches no node: the filter rejects each.

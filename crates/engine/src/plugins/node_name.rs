@@ -41,9 +41,6 @@ impl Plugin for NodeName {
         sig.add(self.name(), &pod.node_name);
         true
     }
-    fn filters(&self) -> bool {
-        true
-    }
     fn pre_filter(&self, snap: &ClusterState, pod: &Pod, _state: &mut CycleState) -> PreFilter {
         match &pod.node_name {
             Some(name) => PreFilter::RunOn(snap.node_id(name).into_iter().collect(), 2),

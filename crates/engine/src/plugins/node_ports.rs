@@ -40,9 +40,6 @@ impl Plugin for NodePorts {
         sig.add(self.name(), &pod.host_ports);
         true
     }
-    fn filters(&self) -> bool {
-        true
-    }
     fn pre_filter(&self, _snap: &ClusterState, pod: &Pod, _state: &mut CycleState) -> PreFilter {
         if pod.host_ports.is_empty() {
             PreFilter::Skip

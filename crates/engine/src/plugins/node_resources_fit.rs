@@ -258,12 +258,6 @@ impl Plugin for NodeResourcesFit {
         );
         true
     }
-    fn filters(&self) -> bool {
-        true
-    }
-    fn scores(&self) -> bool {
-        true
-    }
     fn pre_filter(&self, _snap: &ClusterState, _pod: &Pod, _state: &mut CycleState) -> PreFilter {
         PreFilter::Run
     }

@@ -49,9 +49,6 @@ impl Plugin for NodeUnschedulable {
         sig.add(self.name(), &tolerates_unschedulable(pod));
         true
     }
-    fn filters(&self) -> bool {
-        true
-    }
     fn pre_filter(&self, snap: &ClusterState, pod: &Pod, _state: &mut CycleState) -> PreFilter {
         if !snap.any_unschedulable_node || tolerates_unschedulable(pod) {
             PreFilter::Skip

@@ -231,12 +231,6 @@ impl Plugin for PodTopologySpread {
         // Spreading depends on pods on every node.
         pod.topology_spread.is_empty()
     }
-    fn filters(&self) -> bool {
-        true
-    }
-    fn scores(&self) -> bool {
-        true
-    }
 
     fn pre_filter(&self, snap: &ClusterState, pod: &Pod, state: &mut CycleState) -> PreFilter {
         let s = state.write::<SpreadFilterState>();

@@ -56,12 +56,6 @@ impl Plugin for TaintToleration {
         // on the other nodes.
         !snap.any_prefer_no_schedule_taint
     }
-    fn filters(&self) -> bool {
-        true
-    }
-    fn scores(&self) -> bool {
-        true
-    }
     fn pre_filter(&self, snap: &ClusterState, pod: &Pod, state: &mut CycleState) -> PreFilter {
         if !snap.any_hard_taint {
             return PreFilter::Skip;

@@ -83,14 +83,8 @@ fn node(i: usize) -> Result<Node> {
     }))?)
 }
 
-/// Pods per gang for the run (0: single pods); set once from `--gang-size`.
-static GANG_SIZE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-
-fn gang_size() -> usize {
-    GANG_SIZE.get().copied().unwrap_or(0)
-}
-
-fn pod(i: usize, scheduler: &str) -> Result<Pod> {
+/// Pod `i` for `scheduler`; with `gang_size` > 0, a member of gang `i / gang_size`.
+fn pod(i: usize, scheduler: &str, gang_size: usize) -> Result<Pod> {
     let mut pod = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": format!("pod-{i:06}"), "namespace": "default"},
@@ -98,8 +92,8 @@ fn pod(i: usize, scheduler: &str) -> Result<Pod> {
             "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
             "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}
     });
-    if gang_size() > 0 {
-        pod["spec"]["schedulingGroup"] = json!({"podGroupName": group_name(i / gang_size())});
+    if let Some(g) = i.checked_div(gang_size) {
+        pod["spec"]["schedulingGroup"] = json!({"podGroupName": group_name(g)});
     }
     Ok(serde_json::from_value(pod)?)
 }
@@ -109,20 +103,12 @@ fn group_name(g: usize) -> String {
 }
 
 /// The PodGroup of gang `g`: all its pods or none.
-fn pod_group(g: usize) -> Result<PodGroup> {
+fn pod_group(g: usize, gang_size: usize) -> Result<PodGroup> {
     Ok(serde_json::from_value(json!({
         "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
         "metadata": {"name": group_name(g), "namespace": "default"},
-        "spec": {"schedulingPolicy": {"gang": {"minCount": gang_size()}}}
+        "spec": {"schedulingPolicy": {"gang": {"minCount": gang_size}}}
     }))?)
-}
-
-fn kube_pod(i: usize) -> Result<Pod> {
-    pod(i, "default-scheduler")
-}
-
-fn lockstep_pod(i: usize) -> Result<Pod> {
-    pod(i, "lockstep")
 }
 
 /// Creates `n` objects with `concurrency` requests in flight.
@@ -130,7 +116,7 @@ async fn create_many<K>(
     api: &Api<K>,
     n: usize,
     concurrency: usize,
-    make: fn(usize) -> Result<K>,
+    make: impl Fn(usize) -> Result<K>,
 ) -> Result<()>
 where
     K: kube::Resource
@@ -278,21 +264,19 @@ async fn run_once(args: &Args, which: Which) -> Result<f64> {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let start = Instant::now();
-    if gang_size() > 0 {
+    if let Some(gangs) = args.pods.checked_div(args.gang_size) {
         let groups: Api<PodGroup> = Api::namespaced(client.clone(), "default");
-        create_many(
-            &groups,
-            args.pods / gang_size(),
-            args.concurrency,
-            pod_group,
-        )
+        create_many(&groups, gangs, args.concurrency, |g| {
+            pod_group(g, args.gang_size)
+        })
         .await?;
     }
-    let make = if which == Which::Kube {
-        kube_pod
+    let scheduler = if which == Which::Kube {
+        "default-scheduler"
     } else {
-        lockstep_pod
+        "lockstep"
     };
+    let make = |i| pod(i, scheduler, args.gang_size);
     create_many(&pods, args.pods, args.concurrency, make).await?;
     let created = start.elapsed();
     let deadline = start + Duration::from_secs(args.timeout);
@@ -358,9 +342,6 @@ async fn main() -> Result<()> {
         args.pods,
         args.gang_size
     );
-    GANG_SIZE
-        .set(args.gang_size)
-        .expect("the gang size is set once");
     anyhow::ensure!(
         args.pods <= args.nodes * 40,
         "{} pods of 100m CPU do not fit on {} nodes of 4 CPU; use at most {} pods",
