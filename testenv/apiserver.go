@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/kubernetes/cmd/kube-apiserver/app"
 	"k8s.io/kubernetes/cmd/kube-apiserver/app/options"
 )
@@ -29,6 +29,7 @@ const featureGates = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,
 const runtimeConfig = "scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true"
 
 type apiServer struct {
+	port  int
 	host  string
 	creds *credentials
 	done  <-chan error
@@ -45,11 +46,9 @@ func listenLoopback(port int) (net.Listener, int, error) {
 	return l, l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func startAPIServer(ctx context.Context, dataDir, etcdURL string, port int) (*apiServer, error) {
-	creds, err := makeCredentials(filepath.Join(dataDir, "pki"))
-	if err != nil {
-		return nil, fmt.Errorf("making certificates: %w", err)
-	}
+// startAPIServer runs kube-apiserver until ctx ends. A restart calls it again with
+// the same credentials, etcd and port, so clients keep their kubeconfig.
+func startAPIServer(ctx context.Context, creds *credentials, etcdURL string, port int) (*apiServer, error) {
 	listener, boundPort, err := listenLoopback(port)
 	if err != nil {
 		return nil, err
@@ -79,6 +78,9 @@ func startAPIServer(ctx context.Context, dataDir, etcdURL string, port int) (*ap
 		"--endpoint-reconciler-type=none",
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
+		// On shutdown, close watches after 2 s instead of waiting out the 60 s request
+		// timeout for them, as production API servers behind a load balancer do.
+		"--shutdown-send-retry-after=true",
 	}
 	if err := fs.Parse(args); err != nil {
 		listener.Close()
@@ -92,18 +94,31 @@ func startAPIServer(ctx context.Context, dataDir, etcdURL string, port int) (*ap
 	}
 	rest.SetDefaultWarningHandler(rest.NoWarnings{})
 
+	// kube-apiserver registers its informers' name process-wide and never releases it;
+	// the name is made here and released when the server stops, so it can run again.
+	informerName, err := cache.NewInformerName("kube-apiserver")
+	if err != nil {
+		listener.Close()
+		return nil, err
+	}
+	s.InformerName = informerName
 	completed, err := s.Complete(ctx)
 	if err != nil {
+		informerName.Release()
 		return nil, fmt.Errorf("options: %w", err)
 	}
 	if errs := completed.Validate(); len(errs) != 0 {
+		informerName.Release()
 		return nil, fmt.Errorf("options: %w", utilerrors.NewAggregate(errs))
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- app.Run(ctx, completed)
+		err := app.Run(ctx, completed)
+		informerName.Release()
+		done <- err
 	}()
 	return &apiServer{
+		port:  boundPort,
 		host:  fmt.Sprintf("https://127.0.0.1:%d", boundPort),
 		creds: creds,
 		done:  done,

@@ -10,7 +10,8 @@
 // "ready" on stdout once the API server answers /readyz and the default namespace
 // exists (and the scheduler runs, when asked), and runs until it gets SIGTERM or
 // SIGINT, or until the process --parent-pid names is gone. It then stops every
-// component and removes its data directory.
+// component and removes its data directory. SIGUSR1 restarts kube-apiserver alone
+// (same etcd, certificates and port); "restarted" is printed once it is ready again.
 package main
 
 import (
@@ -19,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -119,6 +121,8 @@ func run(s settings) (err error) {
 		<-signals
 		cancel()
 	}()
+	restarts := make(chan os.Signal, 1)
+	signal.Notify(restarts, syscall.SIGUSR1)
 	if s.parentPID > 0 {
 		go watchParent(ctx, s.parentPID, cancel)
 	}
@@ -139,8 +143,14 @@ func run(s settings) (err error) {
 	}
 	defer etcd.stop()
 
-	api, err := startAPIServer(ctx, dataDir, etcd.clientURL, s.port)
+	creds, err := makeCredentials(filepath.Join(dataDir, "pki"))
 	if err != nil {
+		return fmt.Errorf("making certificates: %w", err)
+	}
+	apiCtx, stopAPI := context.WithCancel(ctx)
+	api, err := startAPIServer(apiCtx, creds, etcd.clientURL, s.port)
+	if err != nil {
+		stopAPI()
 		return fmt.Errorf("kube-apiserver: %w", err)
 	}
 	if err := writeKubeconfig(s.kubeconfigPath, api); err != nil {
@@ -161,18 +171,46 @@ func run(s settings) (err error) {
 	fmt.Println("ready")
 	os.Stdout.Sync()
 
-	select {
-	case <-ctx.Done():
-	case err := <-api.done:
-		if err != nil {
-			return fmt.Errorf("kube-apiserver stopped: %w", err)
+running:
+	for {
+		select {
+		case <-ctx.Done():
+			break running
+		case <-restarts:
+			// A restart of kube-apiserver alone, as an upgrade or a crash would do
+			// it: the same etcd, certificates and port; every connection drops.
+			stopAPI()
+			select {
+			case <-api.done:
+			case <-time.After(readyTimeout):
+				return errors.New("kube-apiserver did not stop for a restart")
+			}
+			apiCtx, stopAPI = context.WithCancel(ctx)
+			if api, err = startAPIServer(apiCtx, creds, etcd.clientURL, api.port); err != nil {
+				stopAPI()
+				return fmt.Errorf("restarting kube-apiserver: %w", err)
+			}
+			if err := api.waitReady(ctx, readyTimeout); err != nil {
+				stopAPI()
+				return fmt.Errorf("restarted kube-apiserver: %w", err)
+			}
+			fmt.Println("restarted")
+			os.Stdout.Sync()
+		case err := <-api.done:
+			stopAPI()
+			if err != nil {
+				return fmt.Errorf("kube-apiserver stopped: %w", err)
+			}
+			return errors.New("kube-apiserver stopped")
+		case err := <-etcd.done:
+			stopAPI()
+			return fmt.Errorf("etcd stopped: %w", err)
+		case err := <-schedulerDone(sched):
+			stopAPI()
+			return fmt.Errorf("kube-scheduler stopped: %v", err)
 		}
-		return errors.New("kube-apiserver stopped")
-	case err := <-etcd.done:
-		return fmt.Errorf("etcd stopped: %w", err)
-	case err := <-schedulerDone(sched):
-		return fmt.Errorf("kube-scheduler stopped: %v", err)
 	}
+	stopAPI()
 	cancel()
 	// Give the components a bounded time to stop cleanly.
 	wait := time.After(10 * time.Second)

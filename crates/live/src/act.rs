@@ -38,7 +38,24 @@ use crate::metrics::{Metrics, ResultLabel};
 const CLAIM_FINALIZER: &str = "resource.kubernetes.io/delete-protection";
 
 /// A binding's result: the claims' statuses as written, or why it was refused.
-type BindResult = Result<BTreeMap<String, Value>, String>;
+type BindResult = Result<BTreeMap<String, Value>, BindError>;
+
+/// Why a binding was not made.
+struct BindError {
+    message: String,
+    /// The pod was deleted or bound by someone else meanwhile: nothing is reported on
+    /// it (the watch shows where it went), as kube-scheduler leaves such a pod alone.
+    settled: bool,
+}
+
+impl From<String> for BindError {
+    fn from(message: String) -> BindError {
+        BindError {
+            message,
+            settled: false,
+        }
+    }
+}
 
 /// What a pass's writes came to.
 #[derive(Debug, Default)]
@@ -228,13 +245,22 @@ impl Writer {
                     }
                     out.bound.insert(pod_key, node);
                 }
-                Err(message) => {
+                Err(BindError { message, settled }) => {
                     tracing::warn!("binding {pod_key} to {node}: {message}");
                     self.metrics.bind_errors.inc();
                     self.metrics
                         .attempts
                         .get_or_create(&ResultLabel { result: "error" })
                         .inc();
+                    // As kube-scheduler: the pod says why with PodScheduled=False, reason
+                    // SchedulerError, and a FailedScheduling event, unless it is gone or
+                    // bound by someone else.
+                    if !settled
+                        && let Some(pod) = cached.get(&pod_key)
+                        && let Err(err) = self.not_scheduled(&pod, "SchedulerError", &message).await
+                    {
+                        tracing::warn!("writing PodScheduled of {pod_key}: {err}");
+                    }
                     out.failed.insert(pod_key, message);
                 }
             }
@@ -250,7 +276,7 @@ impl Writer {
                 })
                 .inc();
             if let Some(pod) = cached.get(&pod_key)
-                && let Err(err) = self.unschedulable(&pod, message).await
+                && let Err(err) = self.not_scheduled(&pod, "Unschedulable", message).await
             {
                 tracing::warn!("writing PodScheduled of {pod_key}: {err}");
             }
@@ -326,9 +352,10 @@ impl Writer {
         caches: &Caches,
     ) -> BindResult {
         let (ns, name) = split(pod_key);
-        let pod = cached
-            .get(pod_key)
-            .ok_or_else(|| format!("pod {pod_key} is no longer in the cache"))?;
+        let pod = cached.get(pod_key).ok_or_else(|| BindError {
+            message: format!("pod {pod_key} is no longer in the cache"),
+            settled: true,
+        })?;
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let mut written: BTreeMap<String, (Value, Option<Value>)> = BTreeMap::new();
         for c in claims {
@@ -338,7 +365,7 @@ impl Writer {
                 }
                 Err(e) => {
                     self.undo(&written).await;
-                    return Err(e);
+                    return Err(e.into());
                 }
             }
         }
@@ -362,7 +389,11 @@ impl Writer {
             }
             Err(e) => {
                 self.undo(&written).await;
-                Err(format!("binding refused: {e}"))
+                let settled = matches!(&e, kube::Error::Api(s) if s.code == 404 || s.code == 409);
+                Err(BindError {
+                    message: format!("binding rejected: {e}"),
+                    settled,
+                })
             }
         }
     }
@@ -510,18 +541,24 @@ impl Writer {
         }
     }
 
-    /// `PodScheduled=False`, reason `Unschedulable`, with the engine's message (written
-    /// only when it changed), and a `FailedScheduling` event.
-    async fn unschedulable(&self, pod: &Pod, message: &str) -> Result<(), kube::Error> {
+    /// `PodScheduled=False` with `reason` (`Unschedulable`, or `SchedulerError` for a
+    /// refused binding) and the message (written only when it changed), and a
+    /// `FailedScheduling` event.
+    async fn not_scheduled(
+        &self,
+        pod: &Pod,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), kube::Error> {
         let current = pod_condition(pod, "PodScheduled");
         if current
             .as_ref()
-            .is_some_and(|(s, r, m)| s == "False" && r == "Unschedulable" && m == message)
+            .is_some_and(|(s, r, m)| s == "False" && r == reason && m == message)
         {
             return Ok(());
         }
         let patch = json!({"status": {"conditions": [
-            condition("PodScheduled", "False", "Unschedulable", message)]}});
+            condition("PodScheduled", "False", reason, message)]}});
         self.pods(&pod.namespace().unwrap_or_default())
             .patch_status(
                 &pod.name_any(),

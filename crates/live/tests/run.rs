@@ -817,3 +817,351 @@ metadata: {name: node-bare, labels: {kubernetes.io/hostname: node-bare}}
     assert_eq!(node, "node-bare");
     run.stop().await;
 }
+
+/// Every pod of the namespace with the node it is bound to (`None` while pending).
+async fn placements(client: &Client) -> Vec<(String, Option<String>)> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let list = pods
+        .list(&kube::api::ListParams::default())
+        .await
+        .expect("listing pods");
+    list.items
+        .into_iter()
+        .map(|p| {
+            (
+                p.metadata.name.unwrap_or_default(),
+                p.spec.and_then(|s| s.node_name),
+            )
+        })
+        .collect()
+}
+
+/// How many `Scheduled` events name each pod.
+async fn scheduled_events(client: &Client) -> std::collections::BTreeMap<String, usize> {
+    use k8s_openapi::api::core::v1::Event;
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let mut counts = std::collections::BTreeMap::new();
+    for e in events
+        .list(&kube::api::ListParams::default())
+        .await
+        .expect("listing events")
+        .items
+    {
+        if e.reason.as_deref() == Some("Scheduled") {
+            *counts
+                .entry(e.involved_object.name.unwrap_or_default())
+                .or_default() += 1;
+        }
+    }
+    counts
+}
+
+/// kube-apiserver restarts while lockstep binds a burst of pods and a gang: every
+/// connection and watch drops. lockstep's watches resume, it goes on, and the cluster
+/// ends exactly full: no pod is bound twice, no room is counted twice or given twice,
+/// the gang is whole, and a node added after the restart is seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_server_restarted_mid_run_loses_nothing_and_binds_nothing_twice() {
+    use futures::StreamExt;
+    // Memory and pod count leave cpu the only limit.
+    let big = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: {name}}}\nstatus: {{allocatable: \
+             {{cpu: \"10\", memory: 64Gi, pods: \"110\"}}}}\n"
+        )
+    };
+    let nodes = format!(
+        "{}---\n{}---\n{}---\n{}",
+        big("n1"),
+        big("n2"),
+        big("n3"),
+        r#"
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {name: dozen, namespace: default}
+spec:
+  schedulingPolicy:
+    gang: {minCount: 12}
+"#
+    );
+    let (plane, client) = setup(&nodes).await;
+    let run = Running::start(config(&plane));
+    // 3 nodes of 10 cpu hold exactly 60 pods of 500m: 8 first, then a burst of 40 and
+    // a gang of 12.
+    let before: String = (0..8)
+        .map(|i| pod(&format!("before-{i}"), "lockstep", "500m", ""))
+        .collect();
+    create(&client, &before).await;
+    for i in 0..8 {
+        let name = format!("before-{i}");
+        eventually("the first pods to be bound", || {
+            node_of(&client, "default", &name)
+        })
+        .await;
+    }
+    let burst: Vec<String> = (0..40)
+        .map(|i| pod(&format!("burst-{i:02}"), "lockstep", "500m", ""))
+        .chain((0..12).map(|i| {
+            pod(
+                &format!("dozen-{i:02}"),
+                "lockstep",
+                "500m",
+                "  schedulingGroup: {podGroupName: dozen}\n",
+            )
+        }))
+        .collect();
+    futures::stream::iter(burst)
+        .map(|text| {
+            let client = client.clone();
+            async move { create(&client, &text).await }
+        })
+        .buffer_unordered(8)
+        .collect::<Vec<()>>()
+        .await;
+    // The binds of the burst are in flight now.
+    tokio::task::block_in_place(|| plane.restart_api_server()).unwrap_or_else(|e| panic!("{e}"));
+    // The test's own connections dropped too.
+    let client = plane.client().await.unwrap_or_else(|e| panic!("{e}"));
+
+    create(
+        &client,
+        &(node("n4", "2") + &pod("late", "lockstep", "2", "")),
+    )
+    .await;
+    let all = eventually("every pod to be bound after the restart", || async {
+        let all = placements(&client).await;
+        all.iter().all(|(_, n)| n.is_some()).then_some(all)
+    })
+    .await;
+    assert_eq!(all.len(), 61);
+    let on = |node: &str| -> Vec<&str> {
+        all.iter()
+            .filter(|(_, n)| n.as_deref() == Some(node))
+            .map(|(p, _)| p.as_str())
+            .collect()
+    };
+    assert_eq!(
+        on("n4"),
+        ["late"],
+        "the node added after the restart is seen"
+    );
+    // Each of n1-n3 holds exactly its 20 pods: no room was given twice, and none was
+    // kept for a pod counted on two nodes (then some pod would still be pending).
+    for n in ["n1", "n2", "n3"] {
+        assert_eq!(on(n).len(), 20, "{n} holds {:?}", on(n));
+    }
+    let events = scheduled_events(&client).await;
+    assert!(
+        events.values().all(|&c| c <= 1),
+        "a pod reported bound twice: {events:?}"
+    );
+    run.stop().await;
+}
+
+/// Binds pod `name` (namespace default) to `node` through `pods/binding`.
+async fn bind_as(client: Client, name: &str, node: &str) -> Result<serde_json::Value, kube::Error> {
+    let binding = serde_json::json!({"apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": name, "namespace": "default"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
+    Api::<Pod>::namespaced(client, "default")
+        .create_subresource("binding", name, &kube::api::PostParams::default(), &binding)
+        .await
+}
+
+/// Makes the API server refuse the admin user's (lockstep's) bindings of the pods named
+/// `names` with the message "held back", through a ValidatingAdmissionPolicy; other
+/// users may bind them. Returns once the policy is in effect.
+async fn hold_bindings(client: &Client, names: &[&str]) {
+    let list = names
+        .iter()
+        .chain(&["probe"])
+        .map(|n| format!("'{n}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    create(
+        client,
+        &format!(
+            r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {{name: hold-bindings}}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods/binding]}}
+  validations:
+  - expression: "request.userInfo.username != 'lockstep-admin' || !(object.metadata.name in [{list}])"
+    message: held back
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {{name: hold-bindings}}
+spec: {{policyName: hold-bindings, validationActions: [Deny]}}
+"#
+        ),
+    )
+    .await;
+    // The policy takes effect a moment after it is created: wait until it refuses a
+    // binding of a probe pod (made again while the policy still lets it be bound).
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    eventually("the admission policy to refuse a binding", || async {
+        if pods.get_opt("probe").await.ok()?.is_none() {
+            create(client, &pod("probe", "nobody", "1", "")).await;
+        }
+        match bind_as(client.clone(), "probe", "node-a").await {
+            Err(kube::Error::Api(s)) if s.message.contains("held back") => Some(()),
+            Ok(_) => {
+                let _ = pods
+                    .delete("probe", &DeleteParams::default().grace_period(0))
+                    .await;
+                None
+            }
+            Err(_) => None,
+        }
+    })
+    .await;
+    pods.delete("probe", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+}
+
+/// The message of a pod's `PodScheduled=False` condition with reason `SchedulerError`
+/// (a refused binding).
+async fn bind_refused(pods: &Api<Pod>, name: &str) -> Option<String> {
+    let c = pods
+        .get(name)
+        .await
+        .ok()?
+        .status?
+        .conditions?
+        .into_iter()
+        .find(|c| c.type_ == "PodScheduled")?;
+    (c.status == "False" && c.reason.as_deref() == Some("SchedulerError")).then_some(c.message?)
+}
+
+/// A bind the API server refuses (as when another scheduler bound the pod or it was
+/// deleted meanwhile) only forgets that pod's assumption: the pod says why, it is left
+/// to whoever bound it, the room assumed for it is free again, and everything else is
+/// scheduled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_bind_is_forgotten_and_nothing_else_changes() {
+    let (plane, client) = setup(NODES).await;
+    hold_bindings(&client, &["held", "gone"]).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let address = free_port();
+    let run = Running::start(Config {
+        metrics_address: Some(address),
+        ..config(&plane)
+    });
+    // `held` (3 cpu) fits only node-a; then `gone` (2 cpu) only node-b.
+    create(&client, &pod("held", "lockstep", "3", "")).await;
+    let message = eventually("held's bind to be refused", || bind_refused(&pods, "held")).await;
+    assert!(
+        message.starts_with("binding rejected: ") && message.contains("held back"),
+        "{message}"
+    );
+    create(&client, &pod("gone", "lockstep", "2", "")).await;
+    eventually("gone's bind to be refused", || bind_refused(&pods, "gone")).await;
+    // Meanwhile: `gone` is deleted, and another scheduler (another user, impersonated
+    // by the admin) binds `held` to node-a.
+    pods.delete("gone", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    let mut other = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(plane.kubeconfig()).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    other.auth_info.impersonate = Some("other-scheduler".into());
+    other.auth_info.impersonate_groups = Some(vec!["system:masters".into()]);
+    bind_as(Client::try_from(other).unwrap(), "held", "node-a")
+        .await
+        .unwrap();
+    // The room lockstep assumed for them is free, and held counts once, on node-a:
+    // 2 cpu fit only on node-b, then 1 cpu only on node-a.
+    create(&client, &pod("fill-2", "lockstep", "2", "")).await;
+    let fill_2 = eventually("fill-2 to be bound", || {
+        node_of(&client, "default", "fill-2")
+    })
+    .await;
+    create(&client, &pod("fill-1", "lockstep", "1", "")).await;
+    let fill_1 = eventually("fill-1 to be bound", || {
+        node_of(&client, "default", "fill-1")
+    })
+    .await;
+    assert_eq!((fill_1.as_str(), fill_2.as_str()), ("node-a", "node-b"));
+    assert_eq!(
+        node_of(&client, "default", "held").await.as_deref(),
+        Some("node-a")
+    );
+    // lockstep stops trying: no more refused binds over several backoff periods.
+    let errors = metric(address, "lockstep_bind_errors_total").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        metric(address, "lockstep_bind_errors_total").await,
+        errors,
+        "a pod bound or deleted by others is not tried again"
+    );
+    let events = scheduled_events(&client).await;
+    assert_eq!(events.get("held"), None, "lockstep did not bind held");
+    run.stop().await;
+}
+
+/// A gang member whose bind is refused does not unbind the members already bound (their
+/// containers may be starting); it says why, is tried again alone with backoff, and
+/// once the API server accepts it the gang is whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_member_whose_bind_is_refused_is_bound_later_and_the_gang_completes() {
+    let (plane, client) = setup(NODES).await;
+    hold_bindings(&client, &["trio-2"]).await;
+    create(
+        &client,
+        r#"
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {name: trio, namespace: default}
+spec:
+  schedulingPolicy:
+    gang: {minCount: 3}
+"#,
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let run = Running::start(config(&plane));
+    let members: String = (0..3)
+        .map(|i| {
+            pod(
+                &format!("trio-{i}"),
+                "lockstep",
+                "1",
+                "  schedulingGroup: {podGroupName: trio}\n",
+            )
+        })
+        .collect();
+    create(&client, &members).await;
+    eventually("trio-2's bind to be refused", || {
+        bind_refused(&pods, "trio-2")
+    })
+    .await;
+    for m in ["trio-0", "trio-1"] {
+        eventually("the other members to be bound", || {
+            node_of(&client, "default", m)
+        })
+        .await;
+    }
+    // The API server accepts the binding again.
+    let bindings: Api<
+        k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
+    > = Api::all(client.clone());
+    bindings
+        .delete("hold-bindings", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("trio-2 to be bound", || {
+        node_of(&client, "default", "trio-2")
+    })
+    .await;
+    run.stop().await;
+}

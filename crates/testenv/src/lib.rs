@@ -63,6 +63,8 @@ pub struct Options {
 /// A running control plane; stopped when dropped.
 pub struct ControlPlane {
     child: Child,
+    /// The program's stdout, line by line ("ready", then "restarted" per restart).
+    lines: std::sync::Mutex<mpsc::Receiver<String>>,
     dir: tempfile::TempDir,
     kubeconfig: PathBuf,
     log: PathBuf,
@@ -206,13 +208,19 @@ impl ControlPlane {
         });
         let mut plane = ControlPlane {
             child,
+            lines: std::sync::Mutex::new(rx),
             dir,
             kubeconfig,
             log,
         };
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
-            match rx.recv_timeout(Duration::from_millis(100)) {
+            let line = plane
+                .lines
+                .get_mut()
+                .expect("not poisoned")
+                .recv_timeout(Duration::from_millis(100));
+            match line {
                 Ok(line) if line.trim() == "ready" => return Ok(plane),
                 Ok(_) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
@@ -282,6 +290,38 @@ impl ControlPlane {
             path,
             message: e.to_string(),
         })
+    }
+
+    /// Restarts kube-apiserver alone, as an upgrade or a crash would: every
+    /// connection and watch drops, and a new API server on the same port, etcd and
+    /// credentials serves again (so clients keep their kubeconfig). Blocks until it
+    /// is ready again, at most [`READY_TIMEOUT`]; from async code call it inside
+    /// `tokio::task::block_in_place`.
+    pub fn restart_api_server(&self) -> Result<(), Error> {
+        let lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: kill(2) on our own child's pid; the pid is valid until we reap it.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGUSR1);
+        }
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            match lines.recv_timeout(Duration::from_millis(100)) {
+                Ok(line) if line.trim() == "restarted" => return Ok(()),
+                Ok(_) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(self.start_error(
+                        "the control plane exited while its API server restarted".into(),
+                    ));
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            if Instant::now() >= deadline {
+                return Err(self.start_error(format!(
+                    "the restarted API server was not ready within {} s",
+                    READY_TIMEOUT.as_secs()
+                )));
+            }
+        }
     }
 
     /// Stops the control plane: SIGTERM, then SIGKILL after a bounded wait.
