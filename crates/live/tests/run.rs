@@ -73,6 +73,12 @@ impl Running {
         Running { stop, task }
     }
 
+    /// Ends it at once, as a kill would: nothing in flight finishes.
+    async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+
     async fn stop(self) {
         let _ = self.stop.send(());
         let r = tokio::time::timeout(Duration::from_secs(20), self.task)
@@ -653,6 +659,56 @@ async fn a_restarted_scheduler_rebuilds_its_state_and_does_not_redecide() {
         Some("node-a")
     );
     run.stop().await;
+}
+
+/// lockstep killed while it binds a burst of pods: a new instance rebuilds its state from
+/// the API server, binds the rest, and neither re-decides a bound pod nor gives room twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduler_killed_mid_run_is_replaced_without_binding_twice() {
+    use futures::StreamExt;
+    // Two nodes hold exactly 40 pods of 500m (cpu is the only limit).
+    let big = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: {name}}}\nstatus: {{allocatable: \
+             {{cpu: \"10\", memory: 64Gi, pods: \"110\"}}}}\n"
+        )
+    };
+    let (plane, client) = setup(&format!("{}---\n{}", big("n1"), big("n2"))).await;
+    let first = Running::start(config(&plane));
+    futures::stream::iter(0..40)
+        .map(|i| {
+            let client = client.clone();
+            async move { create(&client, &pod(&format!("p-{i:02}"), "lockstep", "500m", "")).await }
+        })
+        .buffer_unordered(8)
+        .collect::<Vec<()>>()
+        .await;
+    eventually("some pods to be bound", || async {
+        let bound = placements(&client)
+            .await
+            .iter()
+            .filter(|(_, n)| n.is_some())
+            .count();
+        (bound >= 5).then_some(())
+    })
+    .await;
+    first.kill().await;
+    let second = Running::start(config(&plane));
+    let all = eventually("every pod to be bound by the new instance", || async {
+        let all = placements(&client).await;
+        all.iter().all(|(_, n)| n.is_some()).then_some(all)
+    })
+    .await;
+    for n in ["n1", "n2"] {
+        let on = all.iter().filter(|(_, p)| p.as_deref() == Some(n)).count();
+        assert_eq!(on, 20, "{n} holds {on} pods: {all:?}");
+    }
+    let events = scheduled_events(&client).await;
+    assert!(
+        events.values().all(|&c| c <= 1),
+        "a pod reported bound twice: {events:?}"
+    );
+    second.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
