@@ -403,6 +403,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<String> {
             share,
             seed: args.seed,
             arrival_order,
+            bound: true,
         };
         let result = lockstep_sim::run_fragmentation_policies(
             &trace,

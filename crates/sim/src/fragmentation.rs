@@ -32,6 +32,8 @@ pub struct FragmentationOptions {
     pub seed: u64,
     /// A given arrival order replayed instead of the seeded one (with its node ranks).
     pub arrival_order: Option<std::sync::Arc<ArrivalOrder>>,
+    /// Compute the allocation bound of the arrivals ([`crate::bound`]; not part of `wall`).
+    pub bound: bool,
 }
 
 impl Default for FragmentationOptions {
@@ -40,6 +42,7 @@ impl Default for FragmentationOptions {
             share: 1.0,
             seed: 42,
             arrival_order: None,
+            bound: true,
         }
     }
 }
@@ -245,6 +248,10 @@ pub struct FragmentationRun {
     /// allocation over the arrivals after which arrived demand rounds to k percent (the
     /// allocation when demand first reached k when no arrival does).
     pub rounded_steps: Vec<FragmentationStep>,
+    /// At most how much any policy could allocate of the pods arrived when demand first
+    /// reached each whole percent ([`crate::bound`]), percent of GPU capacity rounded up
+    /// (empty when not asked for).
+    pub bound_steps: Vec<FragmentationStep>,
     /// The names of the arrived pods, in arrival order.
     #[serde(skip)]
     pub arrivals: Vec<String>,
@@ -301,16 +308,24 @@ pub fn run_fragmentation(
     let mut steps = Vec::new();
     let (mut arrived, mut allocated) = (0i64, 0i64);
     let (mut arrived_jobs, mut failed) = (0usize, 0usize);
-    let record = |arrived: i64, allocated: i64, steps: &mut Vec<FragmentationStep>| {
+    // Per step, how many pods had arrived (for the bound).
+    let mut step_pods: Vec<usize> = Vec::new();
+    let mut arrived_pods: Vec<PodId> = Vec::new();
+    let record = |arrived: i64,
+                  allocated: i64,
+                  pods: usize,
+                  steps: &mut Vec<FragmentationStep>,
+                  step_pods: &mut Vec<usize>| {
         while steps.len() as u32 <= max_step && arrived * 100 >= steps.len() as i64 * capacity_milli
         {
             steps.push(FragmentationStep {
                 arrived_percent: steps.len() as u32,
                 allocated_percent: round2(pct(allocated)),
             });
+            step_pods.push(pods);
         }
     };
-    record(arrived, allocated, &mut steps);
+    record(arrived, allocated, 0, &mut steps, &mut step_pods);
     let mut rounded = vec![(0.0f64, 0u32); max_step as usize + 1];
     let mut arrivals = Vec::new();
     for pods in &jobs {
@@ -319,6 +334,7 @@ pub fn run_fragmentation(
         }
         arrived_jobs += 1;
         arrivals.extend(pods.iter().map(|p| cluster.pods[p.index()].name.clone()));
+        arrived_pods.extend_from_slice(pods);
         let d = demand(pods, &milli);
         arrived += d;
         let decisions = scheduler.schedule(pods);
@@ -331,7 +347,13 @@ pub fn run_fragmentation(
                 scheduler.release(p);
             }
         }
-        record(arrived, allocated, &mut steps);
+        record(
+            arrived,
+            allocated,
+            arrived_pods.len(),
+            &mut steps,
+            &mut step_pods,
+        );
         let k = (pct(arrived) + 0.5).floor() as usize;
         if k < rounded.len() {
             rounded[k].0 += pct(allocated);
@@ -352,6 +374,12 @@ pub fn run_fragmentation(
             }
         })
         .collect();
+    let wall = started.elapsed();
+    let bound_steps = if options.bound {
+        bound_steps(trace, &cluster, &milli, &arrived_pods, &steps, &step_pods)
+    } else {
+        Vec::new()
+    };
     Ok(FragmentationRun {
         policy: policy.name.clone(),
         share: options.share,
@@ -364,9 +392,73 @@ pub fn run_fragmentation(
         allocated_percent: round2(pct(allocated)),
         steps,
         rounded_steps,
+        bound_steps,
         arrivals,
-        wall: started.elapsed(),
+        wall,
     })
+}
+
+/// The allocation bound at each step, for the pods arrived by then. While everything that
+/// arrived can be placed, the bound is the arrived demand itself; the linear program runs
+/// only from the first step where it is less (found by bisection: a subset of pods that
+/// all fit fits too).
+fn bound_steps(
+    trace: &Trace,
+    cluster: &lockstep_model::Cluster,
+    milli: &[i64],
+    arrived: &[PodId],
+    steps: &[FragmentationStep],
+    step_pods: &[usize],
+) -> Vec<FragmentationStep> {
+    use crate::bound::{Capacity, Need, allocation_bound};
+    use lockstep_model::ResourceId;
+    let capacity_milli = trace.gpus().saturating_mul(1000);
+    if capacity_milli <= 0 {
+        return Vec::new();
+    }
+    let nodes: Vec<Capacity> = cluster
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| Capacity {
+            cpu: n.allocatable.get(ResourceId::CPU),
+            memory: n.allocatable.get(ResourceId::MEMORY),
+            gpus: trace.node_gpus.get(i).copied().unwrap_or(0),
+        })
+        .collect();
+    let needs: Vec<Need> = arrived
+        .iter()
+        .map(|p| {
+            let pod = &cluster.pods[p.index()];
+            Need {
+                cpu: pod.requests.get(ResourceId::CPU),
+                memory: pod.requests.get(ResourceId::MEMORY),
+                gpu_milli: milli[p.index()],
+            }
+        })
+        .collect();
+    let demand = |n: usize| -> i64 { needs[..n].iter().map(|p| p.gpu_milli.max(0)).sum() };
+    let bound = |n: usize| allocation_bound(&nodes, &needs[..n]);
+    // The first step whose pods cannot all be placed.
+    let (mut lo, mut hi) = (0usize, steps.len());
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if bound(step_pods[mid]) >= demand(step_pods[mid]) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    let percent = |m: i64| ((m as f64 * 10000.0 / capacity_milli as f64).ceil()) / 100.0;
+    steps
+        .iter()
+        .zip(step_pods)
+        .enumerate()
+        .map(|(i, (s, &n))| FragmentationStep {
+            arrived_percent: s.arrived_percent,
+            allocated_percent: percent(if i < lo { demand(n) } else { bound(n) }),
+        })
+        .collect()
 }
 
 /// The seeded arrival order: the trace's jobs, inflated with copies until demand reaches

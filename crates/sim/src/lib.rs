@@ -13,6 +13,7 @@
 //! policy and seed give byte-identical `metrics.json`; wall-clock time goes only to
 //! `timing.json`.
 
+pub mod bound;
 pub mod data;
 pub mod fragmentation;
 pub mod generate;
@@ -74,7 +75,18 @@ pub fn run_fragmentation_policies(
     let mut timings = Vec::new();
     for (i, policy) in policies.iter().enumerate() {
         progress(&policy.name, i, policies.len());
-        let run = fragmentation::run_fragmentation(trace, policy, options)?;
+        // Every policy sees the same arrivals: the bound is computed once.
+        let first = runs
+            .first()
+            .map(|r: &fragmentation::FragmentationRun| r.bound_steps.clone());
+        let once = fragmentation::FragmentationOptions {
+            bound: options.bound && first.is_none(),
+            ..options.clone()
+        };
+        let mut run = fragmentation::run_fragmentation(trace, policy, &once)?;
+        if let Some(bound) = first {
+            run.bound_steps = bound;
+        }
         timings.push(metrics::RunTiming {
             policy: policy.name.clone(),
             wall_seconds: (run.wall.as_secs_f64() * 1e6).round() / 1e6,

@@ -399,6 +399,11 @@ pub fn summary(metrics: &Metrics, timing: &Timing) -> String {
 fn fragmentation_table(metrics: &Metrics) -> (Vec<String>, Vec<Vec<String>>) {
     let mut header = vec!["arrived GPU demand".to_string()];
     header.extend(metrics.fragmentation_runs.iter().map(|r| r.policy.clone()));
+    // The bound of the first run's arrivals (runs of one seed share them).
+    let bound = metrics.fragmentation_runs.first().map(|r| &r.bound_steps);
+    if bound.is_some() {
+        header.push("upper bound".into());
+    }
     if let Some(f) = &metrics.fgd_reference {
         header.extend(f.curves.iter().map(|c| format!("paper {}", c.policy)));
     }
@@ -415,6 +420,12 @@ fn fragmentation_table(metrics: &Metrics) -> (Vec<String>, Vec<Vec<String>>) {
             row.push(
                 r.steps
                     .get(k)
+                    .map_or("-".into(), |s| format!("{:.2}%", s.allocated_percent)),
+            );
+        }
+        if let Some(b) = bound {
+            row.push(
+                b.get(k)
                     .map_or("-".into(), |s| format!("{:.2}%", s.allocated_percent)),
             );
         }
@@ -444,6 +455,13 @@ fn fragmentation_lines(metrics: &Metrics) -> Vec<String> {
                     s.allocated_percent
                 )
             });
+            let bound = r.bound_steps.get(100).map_or(String::new(), |s| {
+                format!(
+                    "; no policy can allocate more than {:.2}% of the pods arrived by 100% \
+                     (linear-programming bound)",
+                    s.allocated_percent
+                )
+            });
             format!(
                 "fragmentation mode, policy {} (seed {}): {} arrived ({} copies to reach {:.0}% of \
                  GPU capacity), {} did not fit; arrived {:.2}% of GPU capacity, allocated {:.2}%{at100}",
@@ -455,7 +473,7 @@ fn fragmentation_lines(metrics: &Metrics) -> Vec<String> {
                 r.failed_jobs,
                 r.arrived_percent,
                 r.allocated_percent
-            )
+            ) + &bound
         })
         .collect()
 }
@@ -479,6 +497,16 @@ fn fragmentation_chart(metrics: &Metrics) -> String {
         .map(|r| r.steps.len())
         .max()
         .unwrap_or(0);
+    if let Some(r) = metrics.fragmentation_runs.first() {
+        lines.push(Line {
+            name: "upper bound (no policy allocates more)".into(),
+            points: r
+                .bound_steps
+                .iter()
+                .map(|s| (f64::from(s.arrived_percent), s.allocated_percent))
+                .collect(),
+        });
+    }
     if let Some(f) = &metrics.fgd_reference {
         for c in &f.curves {
             lines.push(Line {
