@@ -354,12 +354,108 @@ fn prescan_yaml_within(
     Ok(Prescan { starts, deepest })
 }
 
+/// YAML texts at least this large are parsed in parallel, in pieces of whole documents.
+const PARALLEL_MIN_BYTES: usize = 1 << 20;
+/// At most this many threads parse one text.
+const MAX_PARSE_THREADS: usize = 8;
+
 fn parse_yaml(file: &str, text: &str) -> Result<Vec<Document>, LoadError> {
     let prescan = prescan_yaml(file, text)?;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_PARSE_THREADS);
+    if threads > 1
+        && text.len() >= PARALLEL_MIN_BYTES
+        && let Some(documents) = parse_yaml_pieces(text, &prescan, threads)
+    {
+        return Ok(documents);
+    }
+    parse_yaml_in_order(file, text, &prescan)
+}
+
+/// Parses `text` in up to `threads` pieces at once, each a run of whole documents starting at
+/// a `---` line, and numbers the documents as one pass would. `None` when a piece has an
+/// error or yields another number of documents than the prescan found in it: the caller
+/// then parses the whole text in order, which gives the exact error (or result) a single
+/// pass gives.
+fn parse_yaml_pieces(text: &str, prescan: &Prescan, threads: usize) -> Option<Vec<Document>> {
+    // Byte offset of each line's start.
+    let mut line_offsets = vec![0usize];
+    line_offsets.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+    // Cut points: document indexes whose start line opens with `---`, near equal shares.
+    let n = prescan.starts.len();
+    let mut cuts = vec![0usize];
+    for k in 1..threads {
+        let want = n * k / threads;
+        let cut = (want..n).find(|&d| {
+            line_offsets
+                .get(prescan.starts[d] - 1)
+                .is_some_and(|&o| text[o..].starts_with("---"))
+        })?;
+        if cut > *cuts.last()? {
+            cuts.push(cut);
+        }
+    }
+    cuts.push(n);
+    let pieces: Vec<(usize, usize, &str)> = cuts
+        .windows(2)
+        .map(|w| {
+            let from = if w[0] == 0 {
+                0
+            } else {
+                line_offsets[prescan.starts[w[0]] - 1]
+            };
+            let to = if w[1] == n {
+                text.len()
+            } else {
+                line_offsets[prescan.starts[w[1]] - 1]
+            };
+            (w[0], w[1] - w[0], &text[from..to])
+        })
+        .collect();
+    let parsed: Vec<Option<Vec<Document>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = pieces
+            .iter()
+            .map(|&(first, count, piece)| {
+                scope.spawn(move || {
+                    let mut out = Vec::new();
+                    let mut seen = 0usize;
+                    for document in serde_norway::Deserializer::from_str(piece) {
+                        let number = document_number(first + seen);
+                        seen += 1;
+                        let mut value = Yaml::deserialize(document).ok()?;
+                        value.apply_merge().ok()?;
+                        if value.is_null() {
+                            continue;
+                        }
+                        let value = yaml_to_json(value, &mut String::new()).ok()?;
+                        out.push(Document { number, value });
+                    }
+                    (seen == count).then_some(out)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().ok().flatten())
+            .collect()
+    });
+    let mut out = Vec::new();
+    for piece in parsed {
+        out.extend(piece?);
+    }
+    Some(out)
+}
+
+fn parse_yaml_in_order(
+    file: &str,
+    text: &str,
+    prescan: &Prescan,
+) -> Result<Vec<Document>, LoadError> {
     let mut out = Vec::new();
     for (i, document) in serde_norway::Deserializer::from_str(text).enumerate() {
         let number = document_number(i);
-        let syntax = |e: serde_norway::Error| yaml_error(file, number, text, &prescan, e);
+        let syntax = |e: serde_norway::Error| yaml_error(file, number, text, prescan, e);
         // Stop at the first error: the parser cannot recover from one.
         let mut value = Yaml::deserialize(document).map_err(syntax)?;
         value.apply_merge().map_err(syntax)?;
@@ -532,6 +628,65 @@ fn yaml_to_json(value: Yaml, path: &mut String) -> Result<Json, (String, String)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A text of many documents of every layout: empty ones, end markers, comments, block
+    /// scalars, flow collections, merge keys, a first document without a marker.
+    fn many_documents() -> String {
+        let mut text = String::from("first: 0\n");
+        for i in 0..300 {
+            text.push_str(match i % 7 {
+                0 => "---\n",
+                1 => "--- # a comment\n",
+                2 => "...\n---\n",
+                3 => "---\n---\n",
+                4 => "--- \n",
+                5 => "---\n# only a comment\n---\n",
+                _ => "---\n\n",
+            });
+            text.push_str(&match i % 5 {
+                0 => format!("kind: Pod\nmetadata: {{name: p{i}, labels: {{a: \"{i}\"}}}}\n"),
+                1 => format!("script: |\n  line one {i}\n  --- not a marker, indented\nn: {i}\n"),
+                2 => format!("base: &b {{x: {i}}}\nuse:\n  <<: *b\n  y: 2\n"),
+                3 => format!("- {i}\n- [a, b, {{c: d}}]\n"),
+                _ => format!("quoted: \"--- {i}\"\nlist:\n- a\n- b\n"),
+            });
+        }
+        text
+    }
+
+    #[test]
+    fn documents_parsed_in_pieces_are_those_of_one_pass() {
+        let text = many_documents();
+        let prescan = prescan_yaml("f.yaml", &text).unwrap();
+        let whole = parse_yaml_in_order("f.yaml", &text, &prescan).unwrap();
+        assert!(whole.len() > 250, "{}", whole.len());
+        for threads in [2, 3, 8] {
+            let pieces = parse_yaml_pieces(&text, &prescan, threads).expect("no error");
+            assert_eq!(pieces.len(), whole.len());
+            for (a, b) in pieces.iter().zip(&whole) {
+                assert_eq!(
+                    (a.number, &a.value),
+                    (b.number, &b.value),
+                    "threads {threads}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn an_error_in_a_piece_is_left_to_the_pass_in_order() {
+        let mut text = many_documents();
+        text.push_str("---\nbad: [unclosed\n---\nafter: 1\n");
+        let prescan = prescan_yaml("f.yaml", &text).unwrap();
+        assert!(parse_yaml_pieces(&text, &prescan, 2).is_none());
+        // The whole parse reports it as a pass in order does, pieces or not.
+        let e = parse_yaml_in_order("f.yaml", &text, &prescan)
+            .err()
+            .unwrap();
+        let padded = text.clone() + &"# padding\n".repeat(PARALLEL_MIN_BYTES / 10 + 1);
+        let e_big = parse_documents("f.yaml", &padded, false).err().unwrap();
+        assert_eq!(e.to_string(), e_big.to_string());
+    }
 
     #[test]
     fn yaml_documents_are_numbered_and_empty_ones_skipped() {
