@@ -7,6 +7,11 @@
 
 use std::path::PathBuf;
 
+/// The allocator of the `lockstep` binary (`crates/cli/src/main.rs`), so that the numbers are
+/// those of `lockstep federate`.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use criterion::{Criterion, criterion_group, criterion_main};
 use lockstep_federation::member::Member;
 use lockstep_federation::{Options, load, schedule};

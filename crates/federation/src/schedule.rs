@@ -289,7 +289,9 @@ impl State {
                 })
             })
             .collect();
-        let mut members = BTreeMap::new();
+        // The members' clusters first (in order, so the first bad name is the one reported),
+        // then their manifests, loaded side by side on every core.
+        let mut member_clusters: Vec<(usize, &String, &Vec<Source>)> = Vec::new();
         for (name, sources) in &options.members {
             let Ok(c) = fed.clusters.binary_search_by(|c| c.name.as_str().cmp(name)) else {
                 let known: Vec<&str> = fed.clusters.iter().map(|c| c.name.as_str()).collect();
@@ -306,13 +308,34 @@ impl State {
                     ),
                 });
             };
-            if members.contains_key(&c) {
+            if member_clusters.iter().any(|&(m, _, _)| m == c) {
                 return Err(FederationError::Member {
                     cluster: name.clone(),
                     message: "given twice; give each member cluster once".into(),
                 });
             }
-            members.insert(c, Member::load(name, sources, &fed.bindings)?);
+            member_clusters.push((c, name, sources));
+        }
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut loaded: Vec<Result<Member, FederationError>> = Vec::new();
+        for batch in member_clusters.chunks(threads) {
+            std::thread::scope(|scope| {
+                let bindings = &fed.bindings;
+                let handles: Vec<_> = batch
+                    .iter()
+                    .map(|&(_, name, sources)| {
+                        scope.spawn(move || Member::load(name, sources, bindings))
+                    })
+                    .collect();
+                loaded.extend(handles.into_iter().map(|h| {
+                    h.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                }));
+            });
+        }
+        let mut members = BTreeMap::new();
+        for (&(c, _, _), member) in member_clusters.iter().zip(loaded) {
+            members.insert(c, member?);
         }
         let mut estimators = BTreeMap::new();
         for (name, estimator) in &options.estimators {
