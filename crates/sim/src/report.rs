@@ -478,7 +478,9 @@ fn fragmentation_lines(metrics: &Metrics) -> Vec<String> {
         .collect()
 }
 
-fn fragmentation_chart(metrics: &Metrics) -> String {
+/// The allocation chart from `from` percent of arrived demand on (0: the whole run; above
+/// it the y axis starts just under the lowest value shown, so close curves part).
+fn fragmentation_chart(metrics: &Metrics, from: u32) -> String {
     let mut lines: Vec<Line> = metrics
         .fragmentation_runs
         .iter()
@@ -521,15 +523,29 @@ fn fragmentation_chart(metrics: &Metrics) -> String {
             });
         }
     }
+    for line in &mut lines {
+        line.points.retain(|&(x, _)| x >= f64::from(from));
+    }
+    let lowest = lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|&(_, y)| y))
+        .fold(f64::MAX, f64::min);
+    let y_min = (from > 0 && lowest < f64::MAX).then(|| (lowest - 1.0).floor().max(0.0));
+    let title = if from > 0 {
+        format!("GPU allocation from {from}% of arrived demand on (no departures)")
+    } else {
+        "GPU allocation against arrived GPU demand (no departures)".to_string()
+    };
     let pct = |v: &f64| format!("{v:.0}%");
     draw_chart(
         &Chart {
-            title: "GPU allocation against arrived GPU demand (no departures)",
+            title: &title,
             x_desc: "arrived GPU demand (% of capacity)",
             y_desc: "allocated GPUs (% of capacity)",
             x_format: &pct,
             y_format: &pct,
             y_max: Some(100.0),
+            y_min,
             lines_are: "policies",
         },
         &lines,
@@ -567,6 +583,8 @@ struct Chart<'a> {
     x_format: &'a dyn Fn(&f64) -> String,
     y_format: &'a dyn Fn(&f64) -> String,
     y_max: Option<f64>,
+    /// The bottom of the y axis (default 0).
+    y_min: Option<f64>,
     /// What the lines are (`policies`, `classes`): the legend's `data-lines`, so a check
     /// can find the charts that must show every policy.
     lines_are: &'a str,
@@ -642,12 +660,13 @@ fn draw_into<DB: DrawingBackend>(
     let y1 = spec
         .y_max
         .unwrap_or(if y1 <= 0.0 { 1.0 } else { y1 * 1.08 });
+    let y0 = spec.y_min.unwrap_or(0.0).min(y1 - f64::EPSILON);
     let mut chart = ChartBuilder::on(root)
         .caption(spec.title, ("sans-serif", 17))
         .margin(12)
         .x_label_area_size(38)
         .y_label_area_size(64)
-        .build_cartesian_2d(x0..x1, 0f64..y1)?;
+        .build_cartesian_2d(x0..x1, y0..y1)?;
     chart
         .configure_mesh()
         .x_desc(spec.x_desc)
@@ -664,7 +683,7 @@ fn draw_into<DB: DrawingBackend>(
         let width = if n > 1 { 2 + (n - 1 - i).min(3) } else { 2 };
         let mut points = String::new();
         for &(x, y) in &line.points {
-            let (px, py) = chart.backend_coord(&(x, y.min(y1)));
+            let (px, py) = chart.backend_coord(&(x, y.clamp(y0, y1)));
             let _ = write!(points, "{px},{py} ");
         }
         out.push(format!(
@@ -744,6 +763,7 @@ fn charts(metrics: &Metrics) -> Vec<String> {
             x_format: &x_fmt,
             y_format: &pct,
             y_max: Some(1.0),
+            y_min: None,
             lines_are: "policies",
         },
         &series_lines(metrics, unit, |r| &r.series.gpu_allocation),
@@ -756,6 +776,7 @@ fn charts(metrics: &Metrics) -> Vec<String> {
             x_format: &x_fmt,
             y_format: &plain,
             y_max: None,
+            y_min: None,
             lines_are: "policies",
         },
         &series_lines(metrics, unit, |r| &r.series.pending_jobs),
@@ -786,6 +807,7 @@ fn charts(metrics: &Metrics) -> Vec<String> {
                 x_format: &log_x,
                 y_format: &pct,
                 y_max: Some(1.0),
+                y_min: None,
                 lines_are: "classes",
             },
             &lines,
@@ -810,6 +832,7 @@ fn charts(metrics: &Metrics) -> Vec<String> {
                 x_format: &log_x,
                 y_format: &pct,
                 y_max: Some(1.0),
+                y_min: None,
                 lines_are: "policies",
             },
             &lines,
@@ -823,6 +846,7 @@ fn charts(metrics: &Metrics) -> Vec<String> {
             x_format: &x_fmt,
             y_format: &pct,
             y_max: Some(1.0),
+            y_min: None,
             lines_are: "policies",
         },
         &series_lines(metrics, unit, |r| &r.series.cpu_allocation),
@@ -835,6 +859,7 @@ fn charts(metrics: &Metrics) -> Vec<String> {
             x_format: &x_fmt,
             y_format: &plain,
             y_max: None,
+            y_min: None,
             lines_are: "policies",
         },
         &series_lines(metrics, unit, |r| &r.series.fragmented_gpus),
@@ -872,6 +897,7 @@ fn charts(metrics: &Metrics) -> Vec<String> {
             x_format: &x_fmt,
             y_format: &plain,
             y_max: (evicted == 0).then_some(5.0),
+            y_min: None,
             lines_are: "policies",
         },
         &preemption,
@@ -984,7 +1010,17 @@ pub fn html(metrics: &Metrics, timing: &Timing) -> String {
             let _ = writeln!(out, "<p class=\"note\">{}</p>", esc(&line));
         }
         out.push_str("<div class=\"charts\">\n");
-        out.push_str(&fragmentation_chart(metrics));
+        out.push_str(&fragmentation_chart(metrics, 0));
+        // Where the policies part: from 80% of demand on, when the runs go that far.
+        let last = metrics
+            .fragmentation_runs
+            .iter()
+            .map(|r| r.steps.len())
+            .max()
+            .unwrap_or(0);
+        if last > 90 {
+            out.push_str(&fragmentation_chart(metrics, 80));
+        }
         out.push_str("\n</div>\n");
         let (header, rows) = fragmentation_table(metrics);
         html_table(&mut out, &header, &rows);
