@@ -3,7 +3,7 @@
 
 /// mimalloc rather than the system allocator: the CLI allocates heavily (parsing manifests,
 /// building the cluster state) and parses large inputs on several threads, whose memory
-/// mimalloc reuses across threads (glibc keeps it per thread: 40% more at peak).
+/// mimalloc reuses across threads (glibc keeps it per thread: half again as much at peak).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

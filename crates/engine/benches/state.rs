@@ -4,8 +4,6 @@
 //! built from scratch; and, printed once, the memory the state holds per bound pod.
 //! `cargo bench -p lockstep-engine --bench state`.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
@@ -16,31 +14,8 @@ use lockstep_model::{
 };
 use lockstep_testkit::{self as testkit, GI};
 
-/// Counts the bytes allocated and not yet freed.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(
-            new_size as isize - layout.size() as isize,
-            Ordering::Relaxed,
-        );
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: testkit::counting::Counting = testkit::counting::Counting;
 
 const PODS_PER_NODE: usize = 10;
 
@@ -229,12 +204,12 @@ fn build(c: &mut Criterion) {
     // Memory: the objects, then the state built from them (which takes them, keeping no
     // copy).
     for nodes in [500usize, 5000] {
-        let before = LIVE.load(Ordering::Relaxed);
+        let before = testkit::counting::live_bytes();
         let objects = cluster(nodes);
         let pods = objects.pods.len() as isize;
-        let objects_only = LIVE.load(Ordering::Relaxed) - before;
+        let objects_only = testkit::counting::live_bytes() - before;
         let state = ClusterState::from_cluster(objects).expect("state");
-        let total = LIVE.load(Ordering::Relaxed) - before;
+        let total = testkit::counting::live_bytes() - before;
         eprintln!(
             "ClusterState memory, {nodes} nodes and {pods} bound pods: {} bytes per bound pod \
              ({} the objects as loaded, {} the state's own indexes)",

@@ -8,7 +8,8 @@
 use std::path::PathBuf;
 
 /// The allocator of the `lockstep` binary (`crates/cli/src/main.rs`), so that the numbers are
-/// those of `lockstep federate`.
+/// close to those of `lockstep federate` (the binary also returns freed memory at once,
+/// which changes its peak memory more than its time).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

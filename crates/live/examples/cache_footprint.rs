@@ -5,26 +5,10 @@
 //! the two default tolerations, a PodScheduled condition). A counting allocator measures
 //! the bytes each form holds, 50,000 pods at a time.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicIsize, Ordering};
 
 use k8s_openapi::api::core::v1::Pod;
-
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use lockstep_testkit::counting::{Counting, live_bytes};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -35,9 +19,9 @@ const PODS: usize = 50_000;
 
 /// Bytes per item that `make` leaves allocated when called `PODS` times.
 fn per_pod<T>(make: impl Fn() -> T) -> isize {
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = live_bytes();
     let held: Vec<T> = (0..PODS).map(|_| make()).collect();
-    let bytes = LIVE.load(Ordering::Relaxed) - before;
+    let bytes = live_bytes() - before;
     drop(held);
     bytes / PODS as isize
 }

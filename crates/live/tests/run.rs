@@ -157,6 +157,32 @@ spec:
     )
 }
 
+/// A node of 10 CPU whose memory and pod count leave CPU the only limit.
+fn big_node(name: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Node\nmetadata: {{name: {name}}}\nstatus: {{allocatable: \
+         {{cpu: \"10\", memory: 64Gi, pods: \"110\"}}}}\n"
+    )
+}
+
+/// A gang PodGroup in namespace default.
+fn pod_group(name: &str, min_count: u32) -> String {
+    format!(
+        "apiVersion: scheduling.k8s.io/v1beta1\nkind: PodGroup\nmetadata: {{name: {name}, \
+         namespace: default}}\nspec:\n  schedulingPolicy:\n    gang: {{minCount: {min_count}}}\n"
+    )
+}
+
+/// A pod of `lockstep` in PodGroup `group`.
+fn member(name: &str, group: &str, cpu: &str) -> String {
+    pod(
+        name,
+        "lockstep",
+        cpu,
+        &format!("  schedulingGroup: {{podGroupName: {group}}}\n"),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binds_its_own_pods_and_leaves_the_others_alone() {
     let (plane, client) = setup(NODES).await;
@@ -320,35 +346,17 @@ async fn an_unschedulable_pod_is_retried_only_by_a_change_that_may_help_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gang_is_bound_only_when_all_its_members_fit() {
     let (plane, client) = setup(NODES).await;
-    create(
-        &client,
-        r#"
-apiVersion: scheduling.k8s.io/v1beta1
-kind: PodGroup
-metadata: {name: trio, namespace: default}
-spec:
-  schedulingPolicy:
-    gang: {minCount: 3}
-"#,
-    )
-    .await;
+    create(&client, &pod_group("trio", 3)).await;
     let run = Running::start(config(&plane));
-    let member = |name: &str| {
-        pod(
-            name,
-            "lockstep",
-            "1",
-            "  schedulingGroup: {podGroupName: trio}\n",
-        )
-    };
-    create(&client, &(member("m-0") + &member("m-1"))).await;
+    let trio = |name: &str| member(name, "trio", "1");
+    create(&client, &(trio("m-0") + &trio("m-1"))).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
         node_of(&client, "default", "m-0").await,
         None,
         "2 of 3 members"
     );
-    create(&client, &member("m-2")).await;
+    create(&client, &trio("m-2")).await;
     for m in ["m-0", "m-1", "m-2"] {
         eventually(&format!("{m} to be bound"), || {
             node_of(&client, "default", m)
@@ -667,13 +675,7 @@ async fn a_restarted_scheduler_rebuilds_its_state_and_does_not_redecide() {
 async fn a_scheduler_killed_mid_run_is_replaced_without_binding_twice() {
     use futures::StreamExt;
     // Two nodes hold exactly 40 pods of 500m (cpu is the only limit).
-    let big = |name: &str| {
-        format!(
-            "apiVersion: v1\nkind: Node\nmetadata: {{name: {name}}}\nstatus: {{allocatable: \
-             {{cpu: \"10\", memory: 64Gi, pods: \"110\"}}}}\n"
-        )
-    };
-    let (plane, client) = setup(&format!("{}---\n{}", big("n1"), big("n2"))).await;
+    let (plane, client) = setup(&format!("{}---\n{}", big_node("n1"), big_node("n2"))).await;
     let first = Running::start(config(&plane));
     futures::stream::iter(0..40)
         .map(|i| {
@@ -919,26 +921,12 @@ async fn scheduled_events(client: &Client) -> std::collections::BTreeMap<String,
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_api_server_restarted_mid_run_loses_nothing_and_binds_nothing_twice() {
     use futures::StreamExt;
-    // Memory and pod count leave cpu the only limit.
-    let big = |name: &str| {
-        format!(
-            "apiVersion: v1\nkind: Node\nmetadata: {{name: {name}}}\nstatus: {{allocatable: \
-             {{cpu: \"10\", memory: 64Gi, pods: \"110\"}}}}\n"
-        )
-    };
     let nodes = format!(
         "{}---\n{}---\n{}---\n{}",
-        big("n1"),
-        big("n2"),
-        big("n3"),
-        r#"
-apiVersion: scheduling.k8s.io/v1beta1
-kind: PodGroup
-metadata: {name: dozen, namespace: default}
-spec:
-  schedulingPolicy:
-    gang: {minCount: 12}
-"#
+        big_node("n1"),
+        big_node("n2"),
+        big_node("n3"),
+        pod_group("dozen", 12)
     );
     let (plane, client) = setup(&nodes).await;
     let run = Running::start(config(&plane));
@@ -957,14 +945,7 @@ spec:
     }
     let burst: Vec<String> = (0..40)
         .map(|i| pod(&format!("burst-{i:02}"), "lockstep", "500m", ""))
-        .chain((0..12).map(|i| {
-            pod(
-                &format!("dozen-{i:02}"),
-                "lockstep",
-                "500m",
-                "  schedulingGroup: {podGroupName: dozen}\n",
-            )
-        }))
+        .chain((0..12).map(|i| member(&format!("dozen-{i:02}"), "dozen", "500m")))
         .collect();
     futures::stream::iter(burst)
         .map(|text| {
@@ -1172,29 +1153,11 @@ async fn a_refused_bind_is_forgotten_and_nothing_else_changes() {
 async fn a_gang_member_whose_bind_is_refused_is_bound_later_and_the_gang_completes() {
     let (plane, client) = setup(NODES).await;
     hold_bindings(&client, &["trio-2"]).await;
-    create(
-        &client,
-        r#"
-apiVersion: scheduling.k8s.io/v1beta1
-kind: PodGroup
-metadata: {name: trio, namespace: default}
-spec:
-  schedulingPolicy:
-    gang: {minCount: 3}
-"#,
-    )
-    .await;
+    create(&client, &pod_group("trio", 3)).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let run = Running::start(config(&plane));
     let members: String = (0..3)
-        .map(|i| {
-            pod(
-                &format!("trio-{i}"),
-                "lockstep",
-                "1",
-                "  schedulingGroup: {podGroupName: trio}\n",
-            )
-        })
+        .map(|i| member(&format!("trio-{i}"), "trio", "1"))
         .collect();
     create(&client, &members).await;
     eventually("trio-2's bind to be refused", || {

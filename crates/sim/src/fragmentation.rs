@@ -437,13 +437,26 @@ fn bound_steps(
             }
         })
         .collect();
-    let demand = |n: usize| -> i64 { needs[..n].iter().map(|p| p.gpu_milli.max(0)).sum() };
-    let bound = |n: usize| allocation_bound(&nodes, &needs[..n]);
+    // Demand of the first n pods: demand[n].
+    let demand: Vec<i64> = std::iter::once(0)
+        .chain(needs.iter().scan(0i64, |sum, p| {
+            *sum = sum.saturating_add(p.gpu_milli.max(0));
+            Some(*sum)
+        }))
+        .collect();
+    // One program per distinct pod count (steps without arrivals between share it, and the
+    // bisection's programs are not solved again below).
+    let mut solved: std::collections::BTreeMap<usize, i64> = Default::default();
+    let mut bound = |n: usize| {
+        *solved
+            .entry(n)
+            .or_insert_with(|| allocation_bound(&nodes, &needs[..n]))
+    };
     // The first step whose pods cannot all be placed.
     let (mut lo, mut hi) = (0usize, steps.len());
     while lo < hi {
         let mid = (lo + hi) / 2;
-        if bound(step_pods[mid]) >= demand(step_pods[mid]) {
+        if bound(step_pods[mid]) >= demand[step_pods[mid]] {
             lo = mid + 1;
         } else {
             hi = mid;
@@ -456,7 +469,7 @@ fn bound_steps(
         .enumerate()
         .map(|(i, (s, &n))| FragmentationStep {
             arrived_percent: s.arrived_percent,
-            allocated_percent: percent(if i < lo { demand(n) } else { bound(n) }),
+            allocated_percent: percent(if i < lo { demand[n] } else { bound(n) }),
         })
         .collect()
 }

@@ -71,21 +71,18 @@ pub fn run_fragmentation_policies(
     options: &fragmentation::FragmentationOptions,
     progress: &mut dyn FnMut(&str, usize, usize),
 ) -> Result<(Metrics, Timing), SimError> {
-    let mut runs = Vec::new();
+    let mut runs: Vec<fragmentation::FragmentationRun> = Vec::new();
     let mut timings = Vec::new();
     for (i, policy) in policies.iter().enumerate() {
         progress(&policy.name, i, policies.len());
         // Every policy sees the same arrivals: the bound is computed once.
-        let first = runs
-            .first()
-            .map(|r: &fragmentation::FragmentationRun| r.bound_steps.clone());
         let once = fragmentation::FragmentationOptions {
-            bound: options.bound && first.is_none(),
+            bound: options.bound && runs.is_empty(),
             ..options.clone()
         };
         let mut run = fragmentation::run_fragmentation(trace, policy, &once)?;
-        if let Some(bound) = first {
-            run.bound_steps = bound;
+        if let Some(first) = runs.first() {
+            run.bound_steps = first.bound_steps.clone();
         }
         timings.push(metrics::RunTiming {
             policy: policy.name.clone(),

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
+use crate::fragmentation::FragmentationStep;
 use crate::metrics::{ByClass, Metrics, RunMetrics, Timing};
 
 /// `90` -> `1m 30s`; `0` -> `0s`.
@@ -394,25 +395,48 @@ pub fn summary(metrics: &Metrics, timing: &Timing) -> String {
     out
 }
 
+/// The upper bound of the runs' arrivals (the first run's: runs of one seed share them),
+/// when it was computed.
+fn fragmentation_bound(metrics: &Metrics) -> Option<&Vec<FragmentationStep>> {
+    metrics
+        .fragmentation_runs
+        .first()
+        .map(|r| &r.bound_steps)
+        .filter(|b| !b.is_empty())
+}
+
+/// A curve's points: (arrived percent, allocated percent).
+fn step_points(steps: &[FragmentationStep]) -> Vec<(f64, f64)> {
+    steps
+        .iter()
+        .map(|s| (f64::from(s.arrived_percent), s.allocated_percent))
+        .collect()
+}
+
+/// Steps (whole percents of arrived demand) of the longest fragmentation run.
+fn fragmentation_steps(metrics: &Metrics) -> usize {
+    metrics
+        .fragmentation_runs
+        .iter()
+        .map(|r| r.steps.len())
+        .max()
+        .unwrap_or(0)
+}
+
 /// The fragmentation-mode table: allocation at every 10% of arrived demand (and the last
 /// step), one column per run and per policy of the FGD paper's results.
 fn fragmentation_table(metrics: &Metrics) -> (Vec<String>, Vec<Vec<String>>) {
     let mut header = vec!["arrived GPU demand".to_string()];
     header.extend(metrics.fragmentation_runs.iter().map(|r| r.policy.clone()));
     // The bound of the first run's arrivals (runs of one seed share them).
-    let bound = metrics.fragmentation_runs.first().map(|r| &r.bound_steps);
+    let bound = fragmentation_bound(metrics);
     if bound.is_some() {
         header.push("upper bound".into());
     }
     if let Some(f) = &metrics.fgd_reference {
         header.extend(f.curves.iter().map(|c| format!("paper {}", c.policy)));
     }
-    let last = metrics
-        .fragmentation_runs
-        .iter()
-        .map(|r| r.steps.len())
-        .max()
-        .unwrap_or(0);
+    let last = fragmentation_steps(metrics);
     let mut rows = Vec::new();
     for k in (0..last).filter(|k| k % 10 == 0 || k + 1 == last) {
         let mut row = vec![format!("{k}%")];
@@ -486,27 +510,14 @@ fn fragmentation_chart(metrics: &Metrics, from: u32) -> String {
         .iter()
         .map(|r| Line {
             name: r.policy.clone(),
-            points: r
-                .steps
-                .iter()
-                .map(|s| (f64::from(s.arrived_percent), s.allocated_percent))
-                .collect(),
+            points: step_points(&r.steps),
         })
         .collect();
-    let last = metrics
-        .fragmentation_runs
-        .iter()
-        .map(|r| r.steps.len())
-        .max()
-        .unwrap_or(0);
-    if let Some(r) = metrics.fragmentation_runs.first() {
+    let last = fragmentation_steps(metrics);
+    if let Some(bound) = fragmentation_bound(metrics) {
         lines.push(Line {
             name: "upper bound (no policy allocates more)".into(),
-            points: r
-                .bound_steps
-                .iter()
-                .map(|s| (f64::from(s.arrived_percent), s.allocated_percent))
-                .collect(),
+            points: step_points(bound),
         });
     }
     if let Some(f) = &metrics.fgd_reference {
@@ -1012,13 +1023,7 @@ pub fn html(metrics: &Metrics, timing: &Timing) -> String {
         out.push_str("<div class=\"charts\">\n");
         out.push_str(&fragmentation_chart(metrics, 0));
         // Where the policies part: from 80% of demand on, when the runs go that far.
-        let last = metrics
-            .fragmentation_runs
-            .iter()
-            .map(|r| r.steps.len())
-            .max()
-            .unwrap_or(0);
-        if last > 90 {
+        if fragmentation_steps(metrics) > 90 {
             out.push_str(&fragmentation_chart(metrics, 80));
         }
         out.push_str("\n</div>\n");

@@ -1,8 +1,9 @@
 //! `lockstep-testkit`: clusters built in code for tests and benchmarks (scheduler_perf
-//! shapes, gangs, racks, DRA GPU nodes), the exhaustive preemption oracle and the exhaustive
-//! gang placement oracle (`placement`). A development-only crate: no product crate depends
+//! shapes, gangs, racks, DRA GPU nodes), the exhaustive preemption oracle, the exhaustive
+//! gang placement oracle (`placement`) and a counting allocator (`counting`). A development-only crate: no product crate depends
 //! on it.
 
+pub mod counting;
 pub mod oracle;
 pub mod perf_shapes;
 pub mod placement;
