@@ -5,8 +5,9 @@
 //! tolerations, selectors, conditions) are k8s-openapi's. Fields Karmada defines but the
 //! scheduler never reads are kept as opaque JSON so they are accepted, not reported as
 //! unknown. Two lockstep additions are marked: `spec.schedulePriority.preemptionPolicy` (the
-//! binding preemption proposal) and `spec.replicaRequirements.resourceClaimRefs` (the DRA
-//! proposal, read as a pod's `spec.resourceClaims` entries).
+//! binding preemption proposal) and `resourceClaimRefs` in `spec.replicaRequirements` and in
+//! each component's `replicaRequirements` (the DRA proposal, read as a pod's
+//! `spec.resourceClaims` entries).
 
 use std::collections::BTreeMap;
 
@@ -244,6 +245,9 @@ pub struct ComponentReplicaRequirements {
     pub resource_request: ResourceList,
     #[serde(default)]
     pub priority_class_name: String,
+    /// As [`ReplicaRequirements::resource_claim_refs`], for each replica of the component.
+    #[serde(default)]
+    pub resource_claim_refs: Vec<PodResourceClaim>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

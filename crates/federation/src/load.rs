@@ -962,7 +962,7 @@ fn convert_binding(origin: &str, kind: &str, b: api::Binding) -> Result<Binding,
                 &format!("{path}.replicaRequirements"),
                 r.node_claim.as_ref(),
                 &r.resource_request,
-                &[],
+                &r.resource_claim_refs,
                 &r.priority_class_name,
             )?,
         };

@@ -13,6 +13,14 @@
 //! first-fit onto nodes in name order, so later estimates see them; evicting a binding
 //! deletes its pods. The shapes are pending pods of the state. Each of these is a change of
 //! the engine's `ClusterState`: nothing is rebuilt per estimate.
+//!
+//! A multi-component binding (`spec.components`: a job manager and its task managers, a
+//! Ray head and its workers, a Volcano job's tasks) is a gang: its unit is a whole component
+//! set, every replica of every component. It has one shape per component, and its sets are
+//! counted by placing them one after another, each replica first-fit onto the nodes in name
+//! order, until a set does not fit whole; the trial replicas are then taken off again. A
+//! set's pods may sit on different nodes, but a set that fits only in part counts for
+//! nothing.
 
 use std::collections::BTreeMap;
 
@@ -22,7 +30,7 @@ use lockstep_model::{Pod, PodId, PodPhase};
 use serde_json::json;
 
 use crate::error::FederationError;
-use crate::model::Binding;
+use crate::model::{Binding, Requirements};
 
 pub const RB_NAMESPACE_LABEL: &str = "resourcebinding.karmada.io/namespace";
 pub const RB_NAME_LABEL: &str = "resourcebinding.karmada.io/name";
@@ -37,8 +45,10 @@ pub struct Member {
     /// and the replicas this run placed.
     state: ClusterState,
     framework: Framework,
-    /// Binding index -> its shape pod in the state.
-    shapes: BTreeMap<usize, PodId>,
+    /// Binding index -> its unit: a shape pod in the state and its replicas per unit for
+    /// each part (one part of one replica, or one per component with the component's
+    /// replicas).
+    shapes: BTreeMap<usize, Vec<(PodId, i64)>>,
     /// Binding index -> its replicas of the member's own manifests still there, in input
     /// order.
     base: BTreeMap<usize, Vec<Key>>,
@@ -60,19 +70,49 @@ fn pod_key(p: &Pod) -> Key {
     Key::namespaced(&p.namespace, &p.name)
 }
 
-fn shape_name(b: &Binding) -> (String, String) {
-    match &b.namespace {
+/// The namespace and name of the shape pod of binding `b`'s part `part` (component index, or
+/// `None` for its replicaRequirements).
+fn shape_name(b: &Binding, part: Option<usize>) -> (String, String) {
+    let (namespace, name) = match &b.namespace {
         Some(ns) => (ns.clone(), format!("rb.{}", b.name)),
         None => ("default".to_string(), format!("crb.{}", b.name)),
+    };
+    match part {
+        None => (namespace, name),
+        Some(c) => (namespace, format!("{name}.c{c}")),
     }
 }
 
-/// The Pod a binding's replica is on a member.
-fn shape_manifest(b: &Binding) -> serde_json::Value {
-    let (namespace, name) = shape_name(b);
+/// The parts of a binding's unit: its replicaRequirements (one replica), or each component
+/// with replicas (a whole set).
+fn parts(b: &Binding) -> Vec<(Option<usize>, Option<&Requirements>, i64)> {
+    if b.components.is_empty() {
+        return vec![(None, b.requirements.as_ref(), 1)];
+    }
+    b.components
+        .iter()
+        .enumerate()
+        .filter(|(_, (replicas, _))| *replicas > 0)
+        .map(|(i, (replicas, r))| (Some(i), Some(r), *replicas))
+        .collect()
+}
+
+/// The Pods of a binding's unit on a member, one per part.
+fn shape_manifests(b: &Binding) -> Vec<serde_json::Value> {
+    parts(b)
+        .into_iter()
+        .map(|(part, r, _)| shape_manifest(shape_name(b, part), r))
+        .collect()
+}
+
+/// The Pod of one part's replica.
+fn shape_manifest(
+    (namespace, name): (String, String),
+    requirements: Option<&Requirements>,
+) -> serde_json::Value {
     let mut requests = serde_json::Map::new();
     let mut spec = serde_json::Map::new();
-    if let Some(r) = &b.requirements {
+    if let Some(r) = requirements {
         for (k, v) in &r.requests {
             requests.insert(k.clone(), json!(format!("{v}m")));
         }
@@ -107,7 +147,7 @@ fn shape_manifest(b: &Binding) -> serde_json::Value {
     if !requests.is_empty() {
         container["resources"] = json!({"requests": requests});
     }
-    if let Some(r) = &b.requirements
+    if let Some(r) = requirements
         && !r.claims.is_empty()
     {
         let claims: Vec<_> = r.claims.iter().map(|c| json!({"name": c.name})).collect();
@@ -128,9 +168,12 @@ impl Member {
         sources: &[Source],
         bindings: &[Binding],
     ) -> Result<Member, FederationError> {
-        let text = bindings
+        let manifests: Vec<Vec<serde_json::Value>> = bindings.iter().map(shape_manifests).collect();
+        let shape_count: usize = manifests.iter().map(Vec::len).sum();
+        let text = manifests
             .iter()
-            .map(|b| shape_manifest(b).to_string())
+            .flatten()
+            .map(|m| m.to_string())
             .collect::<Vec<_>>()
             .join("\n");
         let loaded = lockstep_manifests::load_with_text(sources, SHAPES, &text).map_err(|e| {
@@ -140,23 +183,27 @@ impl Member {
             }
         })?;
         let base = loaded.cluster;
-        let mut by_shape: BTreeMap<(String, String), usize> = BTreeMap::new();
+        // Shape name -> (binding, replicas per unit).
+        let mut by_shape: BTreeMap<(String, String), (usize, i64)> = BTreeMap::new();
         for (i, b) in bindings.iter().enumerate() {
-            by_shape.insert(shape_name(b), i);
+            for (part, _, per) in parts(b) {
+                by_shape.insert(shape_name(b, part), (i, per));
+            }
         }
         let mut by_key: BTreeMap<String, usize> = BTreeMap::new();
         for (i, b) in bindings.iter().enumerate() {
             by_key.insert(b.key.clone(), i);
         }
-        let mut shape_of: BTreeMap<(String, String), usize> = BTreeMap::new();
+        // In load order, which is the bindings' and their parts' order.
+        let mut shape_of: Vec<((String, String), usize, i64)> = Vec::new();
         let mut base_pods: BTreeMap<usize, Vec<Key>> = BTreeMap::new();
         // The shapes are the last pods loaded (the extra text comes last).
-        let first_shape = base.pods.len().saturating_sub(bindings.len());
+        let first_shape = base.pods.len().saturating_sub(shape_count);
         for (i, pod) in base.pods.iter().enumerate() {
             if i >= first_shape
-                && let Some(&b) = by_shape.get(&(pod.namespace.clone(), pod.name.clone()))
+                && let Some(&(b, per)) = by_shape.get(&(pod.namespace.clone(), pod.name.clone()))
             {
-                shape_of.insert((pod.namespace.clone(), pod.name.clone()), b);
+                shape_of.push(((pod.namespace.clone(), pod.name.clone()), b, per));
                 continue;
             }
             let key = match (
@@ -182,10 +229,12 @@ impl Member {
         // Fails now, naming the member, if the engine cannot be set up on it (DRA objects).
         let state = ClusterState::from_cluster(base)
             .map_err(|e| member_error(lockstep_engine::SetupError::from(e).to_string()))?;
-        let shapes = shape_of
-            .into_iter()
-            .filter_map(|((ns, name), b)| Some((b, state.pod_id(&ns, &name)?)))
-            .collect();
+        let mut shapes: BTreeMap<usize, Vec<(PodId, i64)>> = BTreeMap::new();
+        for ((ns, name), b, per) in shape_of {
+            if let Some(id) = state.pod_id(&ns, &name) {
+                shapes.entry(b).or_default().push((id, per));
+            }
+        }
         Ok(Member {
             cluster: cluster.to_string(),
             state,
@@ -197,11 +246,8 @@ impl Member {
         })
     }
 
-    /// Replicas of binding `b` that fit on each node now, in node name order.
-    fn per_node(&mut self, b: usize) -> Vec<(String, u32)> {
-        let Some(&shape) = self.shapes.get(&b) else {
-            return Vec::new();
-        };
+    /// Replicas of the shape that fit on each node now, in node name order.
+    fn per_node(&mut self, shape: PodId) -> Vec<(String, u32)> {
         let e = lockstep_engine::estimate_on(&self.state, &mut self.framework, shape);
         e.per_node
             .iter()
@@ -209,19 +255,70 @@ impl Member {
             .collect()
     }
 
-    /// How many more replicas of binding `b` fit.
+    /// How many more units of binding `b` fit: replicas, or whole component sets.
     pub fn estimate(&mut self, b: usize) -> i64 {
-        let Some(&shape) = self.shapes.get(&b) else {
+        let Some(parts) = self.shapes.get(&b).cloned() else {
             return 0;
         };
-        let e = lockstep_engine::estimate_on(&self.state, &mut self.framework, shape);
-        i64::try_from(e.total).unwrap_or(i64::MAX)
+        let fit = |m: &mut Member, shape: PodId| {
+            lockstep_engine::estimate_on(&m.state, &mut m.framework, shape).total
+        };
+        if let [(shape, 1)] = parts[..] {
+            return i64::try_from(fit(self, shape)).unwrap_or(i64::MAX);
+        }
+        // No more sets than each part's replicas fitting alone allow.
+        let mut bound = u64::MAX;
+        for &(shape, per) in &parts {
+            bound = bound.min(fit(self, shape) / per.max(1) as u64);
+        }
+        // Then the sets placed one after another, and taken off again.
+        let mark = self.assumed.get(&b).map_or(0, Vec::len);
+        let mut sets = 0;
+        while sets < bound && self.add_unit(b, &parts) {
+            sets += 1;
+        }
+        let trial = self
+            .assumed
+            .get_mut(&b)
+            .map(|list| list.split_off(mark.min(list.len())))
+            .unwrap_or_default();
+        for key in trial {
+            self.delete(key);
+        }
+        i64::try_from(sets).unwrap_or(i64::MAX)
     }
 
-    /// Replicas binding `b` holds here now.
-    pub fn held(&self, b: usize) -> i64 {
-        let base = self.base.get(&b).map_or(0, Vec::len);
-        (base + self.assumed.get(&b).map_or(0, Vec::len)) as i64
+    /// Places one unit of binding `b`, each part's replicas first-fit onto nodes in name
+    /// order; returns whether the whole unit was placed (a part placed in part stays).
+    fn add_unit(&mut self, b: usize, parts: &[(PodId, i64)]) -> bool {
+        parts
+            .iter()
+            .all(|&(shape, per)| self.add_replicas(b, shape, per) == per)
+    }
+
+    /// Assumes up to `k` replicas of the shape for binding `b`, first-fit onto nodes in name
+    /// order; returns how many were placed.
+    fn add_replicas(&mut self, b: usize, shape: PodId, k: i64) -> i64 {
+        let pod = self.state.pod(shape).clone();
+        let mut want = k;
+        for (node, fit) in self.per_node(shape) {
+            if want <= 0 {
+                break;
+            }
+            let n = i64::from(fit).min(want);
+            for _ in 0..n {
+                let mut p = pod.clone();
+                p.name = format!("{}-{}", pod.name, self.serial);
+                self.serial += 1;
+                p.node_name = Some(node.clone());
+                p.phase = PodPhase::Running;
+                let key = pod_key(&p);
+                self.change(Change::Add(Object::Pod(p)));
+                self.assumed.entry(b).or_default().push(key);
+            }
+            want -= n;
+        }
+        k - want
     }
 
     /// Applies a change this member's own bookkeeping made valid.
@@ -240,37 +337,27 @@ impl Member {
         Some(pod)
     }
 
-    /// Assumes `k` more replicas of binding `b`, first-fit onto nodes in name order (as
-    /// many as fit).
+    /// Assumes `k` more units of binding `b` (replicas, or whole component sets), first-fit
+    /// onto nodes in name order (as many as fit).
     pub fn add(&mut self, b: usize, k: i64) {
-        let Some(&shape) = self.shapes.get(&b) else {
+        let Some(parts) = self.shapes.get(&b).cloned() else {
             return;
         };
-        let shape = self.state.pod(shape).clone();
-        let mut want = k;
-        for (node, fit) in self.per_node(b) {
-            if want <= 0 {
+        for _ in 0..k {
+            if !self.add_unit(b, &parts) {
                 break;
             }
-            let n = i64::from(fit).min(want);
-            for _ in 0..n {
-                let mut p = shape.clone();
-                p.name = format!("{}-{}", shape.name, self.serial);
-                self.serial += 1;
-                p.node_name = Some(node.clone());
-                p.phase = PodPhase::Running;
-                let key = pod_key(&p);
-                self.change(Change::Add(Object::Pod(p)));
-                self.assumed.entry(b).or_default().push(key);
-            }
-            want -= n;
         }
     }
 
-    /// Removes up to `k` replicas of binding `b` (assumed ones first, then the member's own
-    /// in input order).
+    /// Removes up to `k` units of binding `b` (assumed replicas first, the latest first,
+    /// then the member's own in input order).
     pub fn remove(&mut self, b: usize, k: i64) {
-        for _ in 0..k {
+        let per: i64 = self
+            .shapes
+            .get(&b)
+            .map_or(1, |parts| parts.iter().map(|(_, n)| n).sum());
+        for _ in 0..k.saturating_mul(per) {
             let key = match self.assumed.get_mut(&b).and_then(Vec::pop) {
                 Some(key) => key,
                 None => match self.base.get_mut(&b) {
@@ -326,4 +413,51 @@ impl Member {
 pub struct Held {
     assumed: Vec<Pod>,
     evicted: Vec<Pod>,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn fixture() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/federation/member-gang")
+    }
+
+    /// The member of `tests/federation/member-gang` and the indexes of ml/batch and ml/train.
+    fn gpu_member() -> (Member, usize, usize) {
+        let fed = crate::load::load(&[Source::Path(fixture().join("input.yaml"))])
+            .expect("fixture loads")
+            .federation;
+        let index = |key: &str| fed.bindings.iter().position(|b| b.key == key).unwrap();
+        let member = Member::load(
+            "gpu",
+            &[Source::Path(fixture().join("member"))],
+            &fed.bindings,
+        )
+        .expect("member loads");
+        (member, index("ml/batch"), index("ml/train"))
+    }
+
+    #[test]
+    fn a_set_that_fits_in_part_counts_for_nothing_and_counting_changes_nothing() {
+        let (mut m, batch, train) = gpu_member();
+        // The head and two of three workers fit: no whole set.
+        assert_eq!(m.estimate(train), 0);
+        assert_eq!(m.estimate(train), 0);
+        // batch's one-GPU replicas still fit on gpu-node-2's four GPUs.
+        assert_eq!(m.estimate(batch), 4);
+        let held = m.take(batch);
+        assert_eq!(m.estimate(train), 1, "eight free GPUs hold one set of six");
+        assert_eq!(m.estimate(train), 1, "the trial sets were taken off");
+        m.add(train, 1);
+        assert_eq!(m.estimate(train), 0);
+        assert_eq!(m.estimate(batch), 2, "two GPUs are left");
+        m.remove(train, 1);
+        assert_eq!(m.estimate(train), 1, "removing a set removes all its pods");
+        m.give_back(batch, held);
+        assert_eq!(m.estimate(train), 0);
+        assert_eq!(m.estimate(batch), 4);
+    }
 }

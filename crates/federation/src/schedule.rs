@@ -400,22 +400,21 @@ impl State {
         let summary =
             self.dense
                 .summary_estimate(c, cluster, &self.usage[c], i, &self.fed.bindings);
-        // Component sets are counted by the summary only.
-        let member = if b.components.is_empty() {
-            let exact = self.members.get_mut(&c).map(|m| m.estimate(i));
-            let remote = match self.estimators.get(&c) {
-                Some(e) => *self.remote.entry((i, c)).or_insert_with(|| {
+        // A member's manifests count replicas and whole component sets; a remote estimator
+        // is asked for replicas only.
+        let exact = self.members.get_mut(&c).map(|m| m.estimate(i));
+        let remote = match self.estimators.get(&c) {
+            Some(e) if self.fed.bindings[i].components.is_empty() => {
+                *self.remote.entry((i, c)).or_insert_with(|| {
                     e.max_available_replicas(&self.fed.clusters[c].name, &self.fed.bindings[i])
-                }),
-                None => None,
-            };
-            // Karmada takes the smallest of the answers it has.
-            match (exact, remote) {
-                (Some(a), Some(r)) => Some(a.min(r)),
-                (a, r) => a.or(r),
+                })
             }
-        } else {
-            None
+            _ => None,
+        };
+        // Karmada takes the smallest of the answers it has.
+        let member = match (exact, remote) {
+            (Some(a), Some(r)) => Some(a.min(r)),
+            (a, r) => a.or(r),
         };
         let (replicas, source) = match (summary, member) {
             (Some(s), Some(m)) if m <= s => (m, "member"),
