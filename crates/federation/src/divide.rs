@@ -122,7 +122,8 @@ pub fn webster<'a>(
         heap.push(top);
     }
     let mut out: Seats<'a> = heap.into_iter().map(|p| (p.name, p.seats)).collect();
-    out.sort();
+    // Names are distinct: an unstable sort gives the one order.
+    out.sort_unstable();
     out
 }
 
@@ -140,26 +141,37 @@ fn seat_in_bulk(parties: &mut [Party], new_seats: i64) -> i64 {
     let Some(top) = parties.iter().map(|p| p.votes).filter(|v| *v > 0).max() else {
         return 0;
     };
-    let top = i128::from(top);
-    // Seats above the threshold top / p: k = 2 seats + 1 with k * top < votes * p.
-    let above = |party: &Party, p: i128| -> i128 {
-        let m = i128::from(party.votes) * p;
-        if party.votes <= 0 || m <= 0 {
-            return 0;
-        }
-        let odd = ((m - 1) / top + 1) / 2;
-        (odd - i128::from(party.seats)).max(0)
-    };
-    let total = |p: i128| parties.iter().map(|party| above(party, p)).sum::<i128>();
     let want = i128::from(new_seats);
     let held = parties
         .iter()
-        .filter(|p| i128::from(p.votes) == top)
+        .filter(|p| p.votes == top)
         .map(|p| i128::from(p.seats))
         .max()
         .unwrap_or(0);
     // total(0) = 0 <= want; total(hi) > want (the top party alone has hi / 2 - held).
     let (mut lo, mut hi) = (0i128, 2 * (want + held) + 2);
+    // Every votes * p is at most top * hi: in 64 bits when that fits, as it almost always
+    // does (128-bit division is a library call).
+    let narrow = i64::try_from(hi)
+        .ok()
+        .and_then(|h| top.checked_mul(h))
+        .is_some();
+    let top_wide = i128::from(top);
+    // Seats above the threshold top / p: k = 2 seats + 1 with k * top < votes * p.
+    let above = |party: &Party, p: i128| -> i128 {
+        if party.votes <= 0 || p <= 0 {
+            return 0;
+        }
+        let odd = if narrow {
+            let m = party.votes * p as i64;
+            i128::from(((m - 1) / top + 1) / 2)
+        } else {
+            let m = i128::from(party.votes) * p;
+            ((m - 1) / top_wide + 1) / 2
+        };
+        (odd - i128::from(party.seats)).max(0)
+    };
+    let total = |p: i128| parties.iter().map(|party| above(party, p)).sum::<i128>();
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
         if total(mid) <= want {
@@ -501,6 +513,20 @@ mod tests {
             proptest::prop_assert_eq!(
                 webster(new_seats, &votes, &initial, descending),
                 webster_by_rounds(new_seats, &votes, &initial, descending)
+            );
+        }
+
+        /// Votes so large that votes × seats leaves 64 bits: the bulk step's 128-bit path.
+        #[test]
+        fn webster_in_bulk_is_webster_by_rounds_for_huge_votes(
+            votes in proptest::collection::vec(0i64..i64::MAX / 2, 1..6),
+            new_seats in 0i64..300,
+            descending: bool,
+        ) {
+            let votes: Vec<(&str, i64)> = NAMES.iter().copied().zip(votes).collect();
+            proptest::prop_assert_eq!(
+                webster(new_seats, &votes, &[], descending),
+                webster_by_rounds(new_seats, &votes, &[], descending)
             );
         }
     }

@@ -48,7 +48,21 @@ impl Usage {
 }
 
 pub(crate) fn units_ceil(milli: Milli) -> Milli {
+    // In 64 bits when the amount fits, as it almost always does: 128-bit division is a
+    // library call.
+    if let Ok(m) = i64::try_from(milli) {
+        return Milli::from(m.div_euclid(1000) + i64::from(m.rem_euclid(1000) != 0));
+    }
     milli.div_euclid(1000) + Milli::from(milli.rem_euclid(1000) != 0)
+}
+
+/// `free / req` for positive amounts, as a replica count (saturated to `i64::MAX`), in 64
+/// bits when both fit.
+fn replicas_in(free: Milli, req: Milli) -> i64 {
+    match (i64::try_from(free), i64::try_from(req)) {
+        (Ok(f), Ok(r)) => f / r,
+        _ => i64::try_from(free / req).unwrap_or(i64::MAX),
+    }
 }
 
 /// The summary estimate for binding `b` on `c`, `None` when the cluster has no resource
@@ -94,7 +108,7 @@ pub fn summary_estimate(
         if avail <= 0 {
             return Some(0);
         }
-        max = max.min(i64::try_from(avail / req).unwrap_or(i64::MAX));
+        max = max.min(replicas_in(avail, req));
     }
     Some(max)
 }
@@ -329,7 +343,7 @@ impl Dense {
             if avail <= 0 {
                 return Some(0);
             }
-            max = max.min(i64::try_from(avail / req).unwrap_or(i64::MAX));
+            max = max.min(replicas_in(avail, req));
         }
         Some(max)
     }

@@ -6,7 +6,8 @@
 //! required node affinity from `hardNodeAffinity`, tolerations, requests, and
 //! `resourceClaimRefs` as `spec.resourceClaims`) in the binding's namespace (`default` for a
 //! ClusterResourceBinding), loaded with the member's manifests so it is validated and may
-//! name the member's claim templates. The member's pods are its state; a pod labelled
+//! name the member's claim templates; bindings whose requirements are the same in one
+//! namespace share one shape pod. The member's pods are its state; a pod labelled
 //! `resourcebinding.karmada.io/namespace` + `resourcebinding.karmada.io/name` (or
 //! `clusterresourcebinding.karmada.io/name`) is one of that binding's replicas there.
 //! Replicas this run places are added to the member's cluster state as running pods,
@@ -22,7 +23,7 @@
 //! set's pods may sit on different nodes, but a set that fits only in part counts for
 //! nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use lockstep_engine::{Change, ClusterState, Framework, Key, Kind, Object, Profile};
 use lockstep_manifests::Source;
@@ -97,12 +98,48 @@ fn parts(b: &Binding) -> Vec<(Option<usize>, Option<&Requirements>, i64)> {
         .collect()
 }
 
-/// The Pods of a binding's unit on a member, one per part.
-fn shape_manifests(b: &Binding) -> Vec<serde_json::Value> {
-    parts(b)
-        .into_iter()
-        .map(|(part, r, _)| shape_manifest(shape_name(b, part), r))
-        .collect()
+/// The shape pods of the bindings' units: one pod for each distinct part (namespace and
+/// requirements), named after the first binding that has it.
+struct Shapes {
+    /// The pods' manifests, one JSON object a line.
+    text: String,
+    /// Every shape pod's namespace and name.
+    names: HashSet<(String, String)>,
+    /// Per binding (by index), its unit's parts: the shape pod and replicas per unit.
+    units: Vec<Vec<((String, String), i64)>>,
+}
+
+impl Shapes {
+    fn of(bindings: &[Binding]) -> Shapes {
+        let mut text = String::new();
+        let mut names = HashSet::new();
+        // (namespace, the manifest without its name) -> the shape's name.
+        let mut seen: HashMap<(String, String), String> = HashMap::new();
+        let mut units = Vec::with_capacity(bindings.len());
+        for b in bindings {
+            let mut unit = Vec::new();
+            for (part, requirements, per) in parts(b) {
+                let (namespace, name) = shape_name(b, part);
+                let mut manifest = shape_manifest((namespace.clone(), String::new()), requirements);
+                let body = manifest.to_string();
+                let name = seen
+                    .entry((namespace.clone(), body))
+                    .or_insert_with(|| {
+                        manifest["metadata"]["name"] = json!(name);
+                        if !text.is_empty() {
+                            text.push('\n');
+                        }
+                        text.push_str(&manifest.to_string());
+                        names.insert((namespace.clone(), name.clone()));
+                        name
+                    })
+                    .clone();
+                unit.push(((namespace, name), per));
+            }
+            units.push(unit);
+        }
+        Shapes { text, names, units }
+    }
 }
 
 /// The Pod of one part's replica.
@@ -162,48 +199,34 @@ fn shape_manifest(
 }
 
 impl Member {
-    /// Loads the member's manifests with a pod shape for each binding.
+    /// Loads the member's manifests with the bindings' shape pods.
     pub fn load(
         cluster: &str,
         sources: &[Source],
         bindings: &[Binding],
     ) -> Result<Member, FederationError> {
-        let manifests: Vec<Vec<serde_json::Value>> = bindings.iter().map(shape_manifests).collect();
-        let shape_count: usize = manifests.iter().map(Vec::len).sum();
-        let text = manifests
-            .iter()
-            .flatten()
-            .map(|m| m.to_string())
-            .collect::<Vec<_>>()
-            .join("\n");
-        let loaded = lockstep_manifests::load_with_text(sources, SHAPES, &text).map_err(|e| {
-            FederationError::Member {
-                cluster: cluster.to_string(),
-                message: e.to_string(),
-            }
-        })?;
+        let shapes = Shapes::of(bindings);
+        let loaded =
+            lockstep_manifests::load_with_text(sources, SHAPES, &shapes.text).map_err(|e| {
+                FederationError::Member {
+                    cluster: cluster.to_string(),
+                    message: e.to_string(),
+                }
+            })?;
         let base = loaded.cluster;
-        // Shape name -> (binding, replicas per unit).
-        let mut by_shape: BTreeMap<(String, String), (usize, i64)> = BTreeMap::new();
-        for (i, b) in bindings.iter().enumerate() {
-            for (part, _, per) in parts(b) {
-                by_shape.insert(shape_name(b, part), (i, per));
-            }
-        }
         let mut by_key: BTreeMap<String, usize> = BTreeMap::new();
         for (i, b) in bindings.iter().enumerate() {
             by_key.insert(b.key.clone(), i);
         }
-        // In load order, which is the bindings' and their parts' order.
-        let mut shape_of: Vec<((String, String), usize, i64)> = Vec::new();
         let mut base_pods: BTreeMap<usize, Vec<Key>> = BTreeMap::new();
         // The shapes are the last pods loaded (the extra text comes last).
-        let first_shape = base.pods.len().saturating_sub(shape_count);
+        let first_shape = base.pods.len().saturating_sub(shapes.names.len());
         for (i, pod) in base.pods.iter().enumerate() {
             if i >= first_shape
-                && let Some(&(b, per)) = by_shape.get(&(pod.namespace.clone(), pod.name.clone()))
+                && shapes
+                    .names
+                    .contains(&(pod.namespace.clone(), pod.name.clone()))
             {
-                shape_of.push(((pod.namespace.clone(), pod.name.clone()), b, per));
                 continue;
             }
             let key = match (
@@ -229,17 +252,21 @@ impl Member {
         // Fails now, naming the member, if the engine cannot be set up on it (DRA objects).
         let state = ClusterState::from_cluster(base)
             .map_err(|e| member_error(lockstep_engine::SetupError::from(e).to_string()))?;
-        let mut shapes: BTreeMap<usize, Vec<(PodId, i64)>> = BTreeMap::new();
-        for ((ns, name), b, per) in shape_of {
-            if let Some(id) = state.pod_id(&ns, &name) {
-                shapes.entry(b).or_default().push((id, per));
+        let mut units: BTreeMap<usize, Vec<(PodId, i64)>> = BTreeMap::new();
+        for (b, parts) in shapes.units.into_iter().enumerate() {
+            let ids: Vec<(PodId, i64)> = parts
+                .into_iter()
+                .filter_map(|((ns, name), per)| Some((state.pod_id(&ns, &name)?, per)))
+                .collect();
+            if !ids.is_empty() {
+                units.insert(b, ids);
             }
         }
         Ok(Member {
             cluster: cluster.to_string(),
             state,
             framework,
-            shapes,
+            shapes: units,
             base: base_pods,
             assumed: BTreeMap::new(),
             serial: 0,
