@@ -133,16 +133,35 @@ impl lockstep_federation::ReplicaEstimator for RemoteEstimator {
         cluster: &str,
         binding: &lockstep_federation::model::Binding,
     ) -> Option<i64> {
-        match self
+        let answer = self
             .remote
-            .max_available_replicas(cluster, &replica(binding))
-        {
-            Ok(n) => Some(n),
+            .max_available_replicas(cluster, &replica(binding));
+        self.answered(cluster, answer, "its summary estimate is used instead")
+    }
+
+    fn select_victims(
+        &self,
+        cluster: &str,
+        preemptor: &lockstep_federation::model::Binding,
+        replicas: i64,
+        candidates: &[String],
+    ) -> Option<(bool, Vec<String>)> {
+        let answer = self
+            .remote
+            .select_victims(cluster, &replica(preemptor), replicas, candidates);
+        self.answered(cluster, answer, "no binding is preempted there")
+    }
+}
+
+impl RemoteEstimator {
+    /// The answer, or `None` with the estimator's first failure reported (and what follows
+    /// from it).
+    fn answered<T>(&self, cluster: &str, answer: Result<T, String>, then: &str) -> Option<T> {
+        match answer {
+            Ok(v) => Some(v),
             Err(e) => {
                 if !self.warned.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                    eprintln!(
-                        "warning: cluster {cluster}: {e}; its summary estimate is used instead"
-                    );
+                    eprintln!("warning: cluster {cluster}: {e}; {then}");
                 }
                 None
             }

@@ -54,8 +54,13 @@ fn lockstep() -> Command {
 /// Runs `lockstep federate -o json` on the Karmada objects with `extra` flags: (stdout as
 /// JSON, stderr).
 fn federate(dir: &Path, extra: &[&str]) -> (serde_json::Value, String) {
+    federate_text(dir, KARMADA, extra)
+}
+
+/// [`federate`] on other Karmada objects.
+fn federate_text(dir: &Path, karmada: &str, extra: &[&str]) -> (serde_json::Value, String) {
     let input = dir.join("karmada.yaml");
-    std::fs::write(&input, KARMADA).unwrap();
+    std::fs::write(&input, karmada).unwrap();
     let out = lockstep()
         .arg("federate")
         .arg("-f")
@@ -127,6 +132,166 @@ fn the_members_estimator_answers_exactly_over_grpc() {
         "{stderr}"
     );
     assert_eq!(estimate_of(&fallback), (100, "summary".to_string()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The GPU cluster full: ml/batch (priority 1) runs eight one-GPU workers, four on each
+/// node, and ml/web (priority 5) two CPU-only pods; both carry their bindings' permanent ids,
+/// as Karmada's pods do. ml/train (priority 100) needs two replicas of two GPUs each.
+const PREEMPTION: &str = r#"
+apiVersion: cluster.karmada.io/v1alpha1
+kind: Cluster
+metadata: {name: gpu-cluster}
+spec: {syncMode: Push}
+status:
+  conditions:
+  - {type: Ready, status: "True", reason: ClusterReady, message: ready, lastTransitionTime: "2026-11-01T00:00:00Z"}
+  apiEnablements:
+  - groupVersion: batch/v1
+    resources: [{name: jobs, kind: Job}]
+  resourceSummary:
+    allocatable: {cpu: "128", memory: 1024Gi, pods: "220"}
+---
+apiVersion: work.karmada.io/v1alpha2
+kind: ResourceBinding
+metadata:
+  name: batch
+  namespace: ml
+  creationTimestamp: "2026-11-19T08:00:00Z"
+  labels: {resourcebinding.karmada.io/permanent-id: pid-batch}
+spec:
+  resource: {apiVersion: batch/v1, kind: Job, namespace: ml, name: batch}
+  replicas: 8
+  replicaRequirements:
+    resourceRequest: {cpu: "4", memory: 32Gi}
+    resourceClaimRefs: [{name: gpu, resourceClaimTemplateName: one-gpu}]
+  schedulePriority: {priority: 1}
+  clusters: [{name: gpu-cluster, replicas: 8}]
+  placement:
+    replicaScheduling: {replicaSchedulingType: Divided, replicaDivisionPreference: Aggregated}
+---
+apiVersion: work.karmada.io/v1alpha2
+kind: ResourceBinding
+metadata:
+  name: web
+  namespace: ml
+  creationTimestamp: "2026-11-19T08:00:00Z"
+  labels: {resourcebinding.karmada.io/permanent-id: pid-web}
+spec:
+  resource: {apiVersion: batch/v1, kind: Job, namespace: ml, name: web}
+  replicas: 2
+  replicaRequirements:
+    resourceRequest: {cpu: "2", memory: 4Gi}
+  schedulePriority: {priority: 5}
+  clusters: [{name: gpu-cluster, replicas: 2}]
+  placement:
+    replicaScheduling: {replicaSchedulingType: Divided, replicaDivisionPreference: Aggregated}
+---
+apiVersion: work.karmada.io/v1alpha2
+kind: ResourceBinding
+metadata:
+  name: train
+  namespace: ml
+  creationTimestamp: "2026-11-20T08:00:00Z"
+spec:
+  resource: {apiVersion: batch/v1, kind: Job, namespace: ml, name: train}
+  replicas: 2
+  replicaRequirements:
+    resourceRequest: {cpu: "8", memory: 64Gi}
+    resourceClaimRefs: [{name: gpus, resourceClaimTemplateName: two-gpus}]
+  schedulePriority: {priority: 100, preemptionPolicy: PreemptLowerPriority}
+  placement:
+    replicaScheduling: {replicaSchedulingType: Divided, replicaDivisionPreference: Aggregated}
+"#;
+
+/// The member's pods of [`PREEMPTION`]'s running bindings.
+fn running_pods() -> String {
+    let mut text = String::new();
+    for (i, node) in (0..8).map(|i| (i, if i < 4 { 1 } else { 2 })) {
+        text += &format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: batch-{i}, namespace: ml, labels: \
+             {{resourcebinding.karmada.io/permanent-id: pid-batch}}}}\nspec:\n  nodeName: \
+             gpu-node-{node}\n  containers: [{{name: w, image: batch, resources: {{requests: \
+             {{cpu: \"4\", memory: 32Gi}}, claims: [{{name: gpu}}]}}}}]\n  resourceClaims: \
+             [{{name: gpu, resourceClaimTemplateName: one-gpu}}]\nstatus: {{phase: Running}}\n"
+        );
+    }
+    for i in 0..2 {
+        text += &format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: web-{i}, namespace: ml, labels: \
+             {{resourcebinding.karmada.io/permanent-id: pid-web}}}}\nspec:\n  nodeName: \
+             gpu-node-{}\n  containers: [{{name: w, image: web, resources: {{requests: {{cpu: \
+             \"2\", memory: 4Gi}}}}}}]\nstatus: {{phase: Running}}\n",
+            i + 1
+        );
+    }
+    text
+}
+
+#[test]
+fn the_members_estimator_chooses_the_victims_over_grpc() {
+    let dir = std::env::temp_dir().join(format!("lockstep-fe-victims-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pods = dir.join("pods.yaml");
+    std::fs::write(&pods, running_pods()).unwrap();
+    let mut files = estimator_process::gpu_member_files();
+    files.push(pods);
+
+    // The summary sees no GPUs: train looks placeable without evicting anyone.
+    let (summary, _) = federate_text(&dir, PREEMPTION, &[]);
+    assert_eq!(
+        summary["preemptions"].as_array().unwrap().len(),
+        0,
+        "{summary}"
+    );
+    assert_eq!(summary["placements"][0]["binding"], "ml/train", "{summary}");
+
+    // The estimator sees every GPU taken, and chooses the victims on the member: evicting
+    // both candidates makes room, web is reprieved (its pods hold no GPU), batch goes.
+    let estimator = estimator_process::start("gpu-cluster", &files);
+    let (exact, stderr) = federate_text(
+        &dir,
+        PREEMPTION,
+        &["--estimator", &format!("gpu-cluster={}", estimator.1)],
+    );
+    assert!(
+        stderr.is_empty(),
+        "no warning when the estimator answers: {stderr}"
+    );
+    let preempted: Vec<(&str, &str, i64)> = exact["preemptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["binding"].as_str().unwrap(),
+                p["preemptor"].as_str().unwrap(),
+                p["replicas"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(preempted, [("ml/batch", "ml/train", 8)], "{exact}");
+    let placed: Vec<&serde_json::Value> = exact["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["binding"] == "ml/train")
+        .collect();
+    assert_eq!(
+        placed[0]["clusters"],
+        serde_json::json!([{"name": "gpu-cluster", "replicas": 2}]),
+        "{exact}"
+    );
+    assert_eq!(exact["unschedulable"][0]["binding"], "ml/batch", "{exact}");
+    assert!(
+        exact["unchanged"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|u| u["binding"] == "ml/web"),
+        "{exact}"
+    );
+    drop(estimator);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

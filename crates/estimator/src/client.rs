@@ -156,6 +156,52 @@ impl Remote {
             replica_requirements: Some(replica.requirements()),
             assumed_workloads: Vec::new(),
         };
+        self.ask(|mut client| async move {
+            let reply = client.max_available_replicas(request).await?;
+            Ok(i64::from(reply.into_inner().max_replicas))
+        })
+    }
+
+    /// `SelectVictims` for `cluster`: which of `candidates` (bindings' permanent ids, in
+    /// reprieve order) must go for `replicas` replicas to fit; `Ok((feasible, victims))`, or
+    /// `Err` saying why there is no answer.
+    pub fn select_victims(
+        &self,
+        cluster: &str,
+        replica: &Replica,
+        replicas: i64,
+        candidates: &[String],
+    ) -> Result<(bool, Vec<String>), String> {
+        let request = pb::SelectVictimsRequest {
+            cluster: cluster.to_string(),
+            preemptor_replica_requirements: Some(replica.requirements()),
+            preemptor_replicas: i32::try_from(replicas).unwrap_or(i32::MAX),
+            candidates: candidates
+                .iter()
+                .map(|id| pb::VictimCandidate {
+                    binding_permanent_id: id.clone(),
+                })
+                .collect(),
+        };
+        self.ask(|mut client| async move {
+            let reply = client.select_victims(request).await?.into_inner();
+            Ok((
+                reply.feasible,
+                reply
+                    .selected_victims
+                    .into_iter()
+                    .map(|v| v.binding_permanent_id)
+                    .collect(),
+            ))
+        })
+    }
+
+    /// Connects and makes one call, within the timeout.
+    fn ask<T, F, Fut>(&self, call: F) -> Result<T, String>
+    where
+        F: FnOnce(EstimatorClient<tonic::transport::Channel>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, tonic::Status>>,
+    {
         let address = self.address.clone();
         let timeout = self.timeout;
         self.runtime.block_on(async move {
@@ -168,11 +214,9 @@ impl Remote {
                     .connect()
                     .await
                     .map_err(|e| format!("estimator at {address}: cannot connect: {e}"))?;
-                let reply = EstimatorClient::new(channel)
-                    .max_available_replicas(request)
+                call(EstimatorClient::new(channel))
                     .await
-                    .map_err(|e| format!("estimator at {address}: {}", e.message()))?;
-                Ok(i64::from(reply.into_inner().max_replicas))
+                    .map_err(|e| format!("estimator at {address}: {}", e.message()))
             };
             match tokio::time::timeout(timeout, ask).await {
                 Ok(answer) => answer,

@@ -1036,7 +1036,12 @@ fn convert_binding(origin: &str, kind: &str, b: api::Binding) -> Result<Binding,
         .and_then(|s| s.scheduling)
         .unwrap_or(false);
     let (unit_pods, unit) = Binding::demand(requirements.as_ref(), &components);
+    let permanent_id = b.metadata.labels.as_ref().and_then(|labels| {
+        let label = crate::model::PERMANENT_ID_LABELS[usize::from(!namespaced)];
+        labels.get(label).filter(|v| !v.is_empty()).cloned()
+    });
     Ok(Binding {
+        permanent_id,
         gvk: (
             spec.resource.api_version.clone(),
             spec.resource.kind.clone(),

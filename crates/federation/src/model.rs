@@ -131,7 +131,17 @@ pub struct Binding {
     /// Pods and resources one replica (one component set) takes.
     pub unit_pods: i64,
     pub unit: Amounts,
+    /// Karmada's permanent id of the binding (the `resourcebinding.karmada.io/permanent-id`
+    /// or `clusterresourcebinding.karmada.io/permanent-id` label), which its pods on the
+    /// members carry: how a member's estimator knows them.
+    pub permanent_id: Option<String>,
 }
+
+/// The labels Karmada puts its bindings' permanent ids in (also on their pods).
+pub const PERMANENT_ID_LABELS: [&str; 2] = [
+    "resourcebinding.karmada.io/permanent-id",
+    "clusterresourcebinding.karmada.io/permanent-id",
+];
 
 impl Binding {
     pub fn assigned(&self, cluster: &str) -> i64 {

@@ -7,7 +7,9 @@
 //! by key — each staying when the preemptor still fits with it back. Room is counted as the
 //! estimators count it: from the resource summary (a victim frees its request × its replicas
 //! there) and, for `--member` clusters, node by node with the engine (only the victim's real
-//! pods free room, on the nodes they run on). The cluster chosen is the one with the fewest
+//! pods free room, on the nodes they run on); on a cluster known through its scheduler
+//! estimator (`--estimator`), the estimator chooses the victims (`SelectVictims`, see
+//! [`remote_victims`]). The cluster chosen is the one with the fewest
 //! victims, then the lowest highest victim priority, then the fewest evicted replicas, then
 //! the name. Victims lose their whole assignment on that cluster and are scheduled again
 //! without it; the preemptor claims the cluster, so no binding of lower or equal priority
@@ -22,11 +24,18 @@ use crate::schedule::State;
 pub(crate) struct Decided {
     pub cluster: usize,
     pub victims: Vec<(usize, i64)>,
+    /// On a cluster whose estimator chose the victims: the preemptor's replicas it made
+    /// room for, which stands as the estimator's answer for the rest of the run.
+    pub remote_room: Option<i64>,
 }
+
+/// Victims with the replicas each loses, and where the cluster's estimator chose them, the
+/// preemptor's replicas it made room for.
+type Victims = (Vec<(usize, i64)>, Option<i64>);
 
 /// The victims of one cluster, or `None` when evicting every candidate does not place the
 /// preemptor. The state is left as it was.
-fn victims_on(state: &mut State, i: usize, c: usize) -> Option<Vec<(usize, i64)>> {
+fn victims_on(state: &mut State, i: usize, c: usize) -> Option<Victims> {
     let priority = state.fed.bindings[i].priority;
     let cluster_name = state.fed.clusters[c].name.clone();
     if let Some(t) = &mut state.trial {
@@ -57,6 +66,12 @@ fn victims_on(state: &mut State, i: usize, c: usize) -> Option<Vec<(usize, i64)>
             )
             .then_with(|| x.key.cmp(&y.key))
     });
+    if state.estimators.contains_key(&c)
+        && !state.members.contains_key(&c)
+        && state.fed.bindings[i].components.is_empty()
+    {
+        return remote_victims(state, i, c, &candidates);
+    }
     let mut removed: Vec<(usize, crate::schedule::Evicted)> =
         candidates.iter().map(|&j| (j, state.evict(j, c))).collect();
     let fits = state.fits(i);
@@ -83,7 +98,77 @@ fn victims_on(state: &mut State, i: usize, c: usize) -> Option<Vec<(usize, i64)>
     for (j, _, e) in victims {
         state.restore(j, c, e);
     }
-    (fits && !out.is_empty()).then_some(out)
+    (fits && !out.is_empty()).then_some((out, None))
+}
+
+/// Victims on a cluster known through its scheduler estimator (`--estimator`), chosen by
+/// the estimator with `SelectVictims` on the member as it runs, node by node: the
+/// candidates go in reprieve order, and the replicas asked for are those the preemptor
+/// would place on the cluster with every candidate gone, counted there by the summary. A
+/// candidate without a permanent id cannot be named to the member and is not evicted. No
+/// answer, or no room even with every candidate gone, is no preemption here. The state is
+/// left as it was.
+fn remote_victims(state: &mut State, i: usize, c: usize, candidates: &[usize]) -> Option<Victims> {
+    let named: Vec<(usize, String)> = candidates
+        .iter()
+        .filter_map(|&j| Some((j, state.fed.bindings[j].permanent_id.clone()?)))
+        .collect();
+    if named.is_empty() {
+        return None;
+    }
+    let cluster = state.fed.clusters[c].name.clone();
+    // Within this function the estimator's answer for the preemptor on this cluster is
+    // replaced: first by none (the summary counts), then by the room the victims make.
+    let saved = state.remote.get(&(i, c)).copied();
+    state.remote.insert((i, c), None);
+    let removed: Vec<(usize, crate::schedule::Evicted)> = named
+        .iter()
+        .map(|(j, _)| (*j, state.evict(*j, c)))
+        .collect();
+    let need: i64 = match state.try_schedule(i) {
+        Ok(assignment) => assignment
+            .iter()
+            .filter(|(n, _)| *n == cluster)
+            .map(|(_, r)| r)
+            .sum(),
+        Err(_) => 0,
+    };
+    for (j, e) in removed {
+        state.restore(j, c, e);
+    }
+    let answer = if need > 0 {
+        let ids: Vec<String> = named.iter().map(|(_, id)| id.clone()).collect();
+        let estimator = state.estimators[&c].clone();
+        estimator.select_victims(&cluster, &state.fed.bindings[i], need, &ids)
+    } else {
+        None
+    };
+    let mut out = None;
+    if let Some((true, chosen)) = answer {
+        let victims: Vec<usize> = named
+            .iter()
+            .filter(|(_, id)| chosen.contains(id))
+            .map(|(j, _)| *j)
+            .collect();
+        if !victims.is_empty() {
+            let evicted: Vec<(usize, crate::schedule::Evicted)> =
+                victims.iter().map(|&j| (j, state.evict(j, c))).collect();
+            state.remote.insert((i, c), Some(need));
+            let fits = state.fits(i);
+            let list: Vec<(usize, i64)> = evicted.iter().map(|(j, e)| (*j, e.replicas)).collect();
+            for (j, e) in evicted {
+                state.restore(j, c, e);
+            }
+            if fits {
+                out = Some((list, Some(need)));
+            }
+        }
+    }
+    match saved {
+        Some(v) => state.remote.insert((i, c), v),
+        None => state.remote.remove(&(i, c)),
+    };
+    out
 }
 
 /// Tries to make room for binding `i`; on success the victims are evicted, marked as being
@@ -101,7 +186,7 @@ pub(crate) fn preempt(state: &mut State, i: usize) -> Option<Decided> {
     for term in 0..terms {
         let (feasible, _) = state.feasible(i, term);
         for c in feasible {
-            let Some(victims) = victims_on(state, i, c) else {
+            let Some((victims, remote_room)) = victims_on(state, i, c) else {
                 continue;
             };
             let highest = victims
@@ -125,6 +210,7 @@ pub(crate) fn preempt(state: &mut State, i: usize) -> Option<Decided> {
                     Decided {
                         cluster: c,
                         victims,
+                        remote_room,
                     },
                 ));
             }
@@ -143,6 +229,9 @@ pub(crate) fn preempt(state: &mut State, i: usize) -> Option<Decided> {
         v.clusters.retain(|(n, _)| n != &cluster_name);
         v.eviction_clusters.insert(cluster_name.clone());
         v.needs_scheduling = true;
+    }
+    if let Some(room) = decided.remote_room {
+        state.remote.insert((i, c), Some(room));
     }
     let priority = state.fed.bindings[i].priority;
     state.claims.insert(c, (priority, i));

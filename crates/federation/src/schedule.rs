@@ -35,6 +35,20 @@ pub struct Options {
 /// UnauthenticReplica); the summary estimate is used then.
 pub trait ReplicaEstimator: std::fmt::Debug + Send + Sync {
     fn max_available_replicas(&self, cluster: &str, binding: &Binding) -> Option<i64>;
+
+    /// The binding preemption proposal's `SelectVictims`: which of `candidates` (bindings'
+    /// permanent ids, in reprieve order) must leave `cluster` for `replicas` replicas of
+    /// `preemptor` to fit there. `None` when the estimator gives no answer; otherwise
+    /// whether the preemptor fits at all once every candidate is gone, and the victims.
+    fn select_victims(
+        &self,
+        _cluster: &str,
+        _preemptor: &Binding,
+        _replicas: i64,
+        _candidates: &[String],
+    ) -> Option<(bool, Vec<String>)> {
+        None
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -114,7 +128,7 @@ pub(crate) struct State {
     /// Cluster -> its scheduler estimator, and the answers it gave this run by binding (a
     /// member's estimator sees the member as it runs, which this run does not change).
     pub estimators: BTreeMap<usize, std::sync::Arc<dyn ReplicaEstimator>>,
-    remote: BTreeMap<(usize, usize), Option<i64>>,
+    pub remote: BTreeMap<(usize, usize), Option<i64>>,
     /// Cluster -> (priority, binding) of the preemptor holding the room freed there.
     pub claims: BTreeMap<usize, (i64, usize)>,
     /// Estimates of the latest scheduling attempt of each binding: (cluster, replicas,
