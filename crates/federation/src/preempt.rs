@@ -9,38 +9,38 @@
 //! there) and, for `--member` clusters, node by node with the engine (only the victim's real
 //! pods free room, on the nodes they run on); on a cluster known through its scheduler
 //! estimator (`--estimator`), the estimator chooses the victims (`SelectVictims`, see
-//! [`remote_victims`]). The cluster chosen is the one with the fewest
-//! victims, then the lowest highest victim priority, then the fewest evicted replicas, then
-//! the name. Victims lose their whole assignment on that cluster and are scheduled again
-//! without it; the preemptor claims the cluster, so no binding of lower or equal priority
-//! takes new replicas there for the rest of the run. Equal priorities never preempt each
-//! other, so two bindings cannot evict each other back and forth. Nothing is evicted unless
-//! the preemptor is placed.
+//! `remote_victims`). The cluster chosen is the one with the fewest victims, then the
+//! lowest highest victim priority, then the fewest evicted replicas, then the name. When no
+//! single cluster's victims make room for a preemptor that may spread, victims are chosen
+//! across clusters (`across_clusters`). Victims lose their whole assignment on the
+//! cluster they leave and are scheduled again without it; the preemptor claims each cluster
+//! it preempted on, so no binding of lower or equal priority takes new replicas there for the
+//! rest of the run. Equal priorities never preempt each other, so two bindings cannot evict
+//! each other back and forth. Nothing is evicted unless the preemptor is placed.
 
 use crate::schedule::State;
 
-/// A preemption decided: the cluster and the victims with the replicas each loses there.
+/// A preemption decided: the victims, each with the cluster it leaves and the replicas it
+/// loses there (one cluster, or several when no single cluster made room).
 #[derive(Debug, Clone)]
 pub(crate) struct Decided {
-    pub cluster: usize,
-    pub victims: Vec<(usize, i64)>,
-    /// On a cluster whose estimator chose the victims: the preemptor's replicas it made
-    /// room for, which stands as the estimator's answer for the rest of the run.
-    pub remote_room: Option<i64>,
+    pub victims: Vec<(usize, usize, i64)>,
+    /// On a cluster whose estimator chose the victims: the cluster and the preemptor's
+    /// replicas it made room for, which stands as the estimator's answer for the rest of the
+    /// run.
+    pub remote_room: Option<(usize, i64)>,
 }
 
 /// Victims with the replicas each loses, and where the cluster's estimator chose them, the
 /// preemptor's replicas it made room for.
 type Victims = (Vec<(usize, i64)>, Option<i64>);
 
-/// The victims of one cluster, or `None` when evicting every candidate does not place the
-/// preemptor. The state is left as it was.
-fn victims_on(state: &mut State, i: usize, c: usize) -> Option<Victims> {
+/// The bindings that may be evicted from cluster `c` for binding `i`: strictly lower
+/// priority, not suspended, not already being evicted from there, holding replicas there;
+/// in reprieve order.
+fn candidates_on(state: &State, i: usize, c: usize) -> Vec<usize> {
     let priority = state.fed.bindings[i].priority;
-    let cluster_name = state.fed.clusters[c].name.clone();
-    if let Some(t) = &mut state.trial {
-        t.changing = c;
-    }
+    let cluster_name = &state.fed.clusters[c].name;
     let mut candidates: Vec<usize> = state.usage[c]
         .held
         .iter()
@@ -48,24 +48,37 @@ fn victims_on(state: &mut State, i: usize, c: usize) -> Option<Victims> {
         .map(|(j, _)| *j)
         .filter(|&j| {
             let v = &state.fed.bindings[j];
-            v.priority < priority && !v.suspended && !v.eviction_clusters.contains(&cluster_name)
+            v.priority < priority && !v.suspended && !v.eviction_clusters.contains(cluster_name)
         })
         .collect();
+    candidates.sort_by(|&a, &b| reprieve_order(state, a, b));
+    candidates
+}
+
+/// The order victims are given back in: the most important first (priority descending,
+/// then the oldest, then by key).
+fn reprieve_order(state: &State, a: usize, b: usize) -> std::cmp::Ordering {
+    let (x, y) = (&state.fed.bindings[a], &state.fed.bindings[b]);
+    y.priority
+        .cmp(&x.priority)
+        .then(
+            x.creation
+                .unwrap_or(i64::MAX)
+                .cmp(&y.creation.unwrap_or(i64::MAX)),
+        )
+        .then_with(|| x.key.cmp(&y.key))
+}
+
+/// The victims of one cluster, or `None` when evicting every candidate does not place the
+/// preemptor. The state is left as it was.
+fn victims_on(state: &mut State, i: usize, c: usize) -> Option<Victims> {
+    if let Some(t) = &mut state.trial {
+        t.changing = c;
+    }
+    let candidates = candidates_on(state, i, c);
     if candidates.is_empty() {
         return None;
     }
-    // Reprieve order: the most important first.
-    candidates.sort_by(|&a, &b| {
-        let (x, y) = (&state.fed.bindings[a], &state.fed.bindings[b]);
-        y.priority
-            .cmp(&x.priority)
-            .then(
-                x.creation
-                    .unwrap_or(i64::MAX)
-                    .cmp(&y.creation.unwrap_or(i64::MAX)),
-            )
-            .then_with(|| x.key.cmp(&y.key))
-    });
     if state.estimators.contains_key(&c)
         && !state.members.contains_key(&c)
         && state.fed.bindings[i].components.is_empty()
@@ -208,9 +221,8 @@ pub(crate) fn preempt(state: &mut State, i: usize) -> Option<Decided> {
                     key.2,
                     key.3,
                     Decided {
-                        cluster: c,
-                        victims,
-                        remote_room,
+                        victims: victims.into_iter().map(|(j, r)| (j, c, r)).collect(),
+                        remote_room: remote_room.map(|room| (c, room)),
                     },
                 ));
             }
@@ -220,20 +232,102 @@ pub(crate) fn preempt(state: &mut State, i: usize) -> Option<Decided> {
         }
     }
     state.trial = None;
-    let (_, _, _, _, decided) = best?;
-    let c = decided.cluster;
-    let cluster_name = state.fed.clusters[c].name.clone();
-    for (j, _) in &decided.victims {
-        let _ = state.evict(*j, c);
-        let v = &mut state.fed.bindings[*j];
+    let decided = match best {
+        Some((_, _, _, _, decided)) => decided,
+        None => across_clusters(state, i, terms)?,
+    };
+    let priority = state.fed.bindings[i].priority;
+    for &(j, c, _) in &decided.victims {
+        let cluster_name = state.fed.clusters[c].name.clone();
+        let _ = state.evict(j, c);
+        let v = &mut state.fed.bindings[j];
         v.clusters.retain(|(n, _)| n != &cluster_name);
-        v.eviction_clusters.insert(cluster_name.clone());
+        v.eviction_clusters.insert(cluster_name);
         v.needs_scheduling = true;
+        state.claims.insert(c, (priority, i));
     }
-    if let Some(room) = decided.remote_room {
+    if let Some((c, room)) = decided.remote_room {
         state.remote.insert((i, c), Some(room));
     }
-    let priority = state.fed.bindings[i].priority;
-    state.claims.insert(c, (priority, i));
     Some(decided)
+}
+
+/// When no single cluster's victims make room: victims on several clusters, for a
+/// preemptor whose placement spreads over more than one (an Aggregated or DynamicWeight
+/// binding whose spread constraints allow several clusters). Every candidate of every
+/// feasible cluster is removed; if the preemptor then places, clusters are given back whole,
+/// the one whose most important candidate is the most important first (then the one with
+/// more candidates, then by name), each staying untouched when the preemptor still places;
+/// then the victims of the clusters left are reprieved one by one in reprieve order across
+/// them. Greedy: the clusters touched are few, not always the fewest. Clusters known only
+/// through an estimator take no part (their victims are the estimator's to choose). The
+/// state is left as it was.
+fn across_clusters(state: &mut State, i: usize, terms: usize) -> Option<Decided> {
+    use crate::schedule::Evicted;
+    for term in 0..terms {
+        let (feasible, _) = state.feasible(i, term);
+        let mut touched: Vec<(usize, Vec<usize>)> = feasible
+            .into_iter()
+            .filter(|c| !state.estimators.contains_key(c) || state.members.contains_key(c))
+            .map(|c| (c, candidates_on(state, i, c)))
+            .filter(|(_, list)| !list.is_empty())
+            .collect();
+        if touched.len() < 2 {
+            continue;
+        }
+        // The most costly cluster to touch first.
+        touched.sort_by(|(a, x), (b, y)| {
+            let top = |list: &[usize]| list.iter().map(|&j| state.fed.bindings[j].priority).max();
+            top(y)
+                .cmp(&top(x))
+                .then(y.len().cmp(&x.len()))
+                .then(a.cmp(b))
+        });
+        let mut removed: Vec<(usize, Vec<(usize, Evicted)>)> = touched
+            .iter()
+            .map(|(c, list)| (*c, list.iter().map(|&j| (j, state.evict(j, *c))).collect()))
+            .collect();
+        if !state.fits(i) {
+            for (c, list) in removed {
+                for (j, e) in list {
+                    state.restore(j, c, e);
+                }
+            }
+            continue;
+        }
+        // Clusters given back whole while the preemptor still places.
+        let mut kept: Vec<(usize, usize, Evicted)> = Vec::new();
+        for (c, list) in removed.drain(..) {
+            let ids: Vec<usize> = list.iter().map(|(j, _)| *j).collect();
+            for (j, e) in list {
+                state.restore(j, c, e);
+            }
+            if !state.fits(i) {
+                kept.extend(ids.into_iter().map(|j| (j, c, state.evict(j, c))));
+            }
+        }
+        // Then victims one by one across the clusters left.
+        kept.sort_by(|(a, c, _), (b, d, _)| reprieve_order(state, *a, *b).then(c.cmp(d)));
+        let mut victims: Vec<(usize, usize, i64, Evicted)> = Vec::new();
+        for (j, c, e) in kept {
+            let replicas = e.replicas;
+            state.restore(j, c, e);
+            if !state.fits(i) {
+                let again = state.evict(j, c);
+                victims.push((j, c, replicas, again));
+            }
+        }
+        let decided: Vec<(usize, usize, i64)> =
+            victims.iter().map(|(j, c, r, _)| (*j, *c, *r)).collect();
+        for (j, c, _, e) in victims {
+            state.restore(j, c, e);
+        }
+        if !decided.is_empty() {
+            return Some(Decided {
+                victims: decided,
+                remote_room: None,
+            });
+        }
+    }
+    None
 }

@@ -182,11 +182,11 @@ pub fn schedule(fed: &Federation, options: &Options) -> Result<Decisions, Federa
                     }
                     Some(done) => {
                         let preemptor = state.fed.bindings[i].key.clone();
-                        for (j, replicas) in &done.victims {
+                        for (j, c, replicas) in &done.victims {
                             let victim = &mut state.fed.bindings[*j];
                             preemptions.push(Preemption {
                                 binding: victim.key.clone(),
-                                cluster: state.fed.clusters[done.cluster].name.clone(),
+                                cluster: state.fed.clusters[*c].name.clone(),
                                 preemptor: preemptor.clone(),
                                 replicas: *replicas,
                                 reason: "BindingPreempted".into(),
