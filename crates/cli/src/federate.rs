@@ -139,6 +139,29 @@ impl lockstep_federation::ReplicaEstimator for RemoteEstimator {
         self.answered(cluster, answer, "its summary estimate is used instead")
     }
 
+    fn max_available_component_sets(
+        &self,
+        cluster: &str,
+        binding: &lockstep_federation::model::Binding,
+    ) -> Option<i64> {
+        let namespace = namespace(binding);
+        let components: Vec<(String, i64, lockstep_estimator::client::Replica)> = binding
+            .components
+            .iter()
+            .map(|c| {
+                (
+                    c.name.clone(),
+                    c.replicas,
+                    replica_of(&namespace, Some(&c.requirements)),
+                )
+            })
+            .collect();
+        let answer = self
+            .remote
+            .max_available_component_sets(cluster, &namespace, &components);
+        self.answered(cluster, answer, "its summary estimate is used instead")
+    }
+
     fn select_victims(
         &self,
         cluster: &str,
@@ -169,13 +192,27 @@ impl RemoteEstimator {
     }
 }
 
+/// The namespace a binding's replicas run in on a member (`default` for a
+/// ClusterResourceBinding).
+fn namespace(b: &lockstep_federation::model::Binding) -> String {
+    b.namespace.clone().unwrap_or_else(|| "default".into())
+}
+
 /// What one replica of `b` needs, as karmada-scheduler sends it to an estimator.
 fn replica(b: &lockstep_federation::model::Binding) -> lockstep_estimator::client::Replica {
+    replica_of(&namespace(b), b.requirements.as_ref())
+}
+
+/// A replica of the given requirements in `namespace`.
+fn replica_of(
+    namespace: &str,
+    requirements: Option<&lockstep_federation::model::Requirements>,
+) -> lockstep_estimator::client::Replica {
     let mut r = lockstep_estimator::client::Replica {
-        namespace: b.namespace.clone().unwrap_or_else(|| "default".into()),
+        namespace: namespace.to_string(),
         ..Default::default()
     };
-    let Some(req) = &b.requirements else {
+    let Some(req) = requirements else {
         return r;
     };
     r.priority_class_name = req.priority_class_name.clone();

@@ -295,6 +295,79 @@ fn the_members_estimator_chooses_the_victims_over_grpc() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A multi-component binding (a Ray cluster: a head of 4 CPUs, three workers of two GPUs)
+/// on the GPU cluster: the summary counts 14 sets by CPU, the member's GPUs hold one.
+const COMPONENTS: &str = r#"
+apiVersion: cluster.karmada.io/v1alpha1
+kind: Cluster
+metadata: {name: gpu-cluster}
+spec: {syncMode: Push}
+status:
+  conditions:
+  - {type: Ready, status: "True", reason: ClusterReady, message: ready, lastTransitionTime: "2026-11-01T00:00:00Z"}
+  apiEnablements:
+  - groupVersion: ray.io/v1
+    resources: [{name: rayclusters, kind: RayCluster}]
+  resourceSummary:
+    allocatable: {cpu: "400", memory: 3200Gi, pods: "220"}
+---
+apiVersion: work.karmada.io/v1alpha2
+kind: ResourceBinding
+metadata: {name: ray, namespace: ml, creationTimestamp: "2026-11-20T08:00:00Z"}
+spec:
+  resource: {apiVersion: ray.io/v1, kind: RayCluster, namespace: ml, name: ray}
+  replicas: 1
+  components:
+  - name: head
+    replicas: 1
+    replicaRequirements:
+      resourceRequest: {cpu: "4", memory: 16Gi}
+  - name: worker
+    replicas: 3
+    replicaRequirements:
+      resourceRequest: {cpu: "8", memory: 64Gi}
+      resourceClaimRefs: [{name: gpus, resourceClaimTemplateName: two-gpus}]
+  placement:
+    spreadConstraints: [{spreadByField: cluster, minGroups: 1, maxGroups: 1}]
+    replicaScheduling: {replicaSchedulingType: Divided, replicaDivisionPreference: Aggregated}
+"#;
+
+#[test]
+fn the_members_estimator_counts_whole_component_sets_over_grpc() {
+    let dir = std::env::temp_dir().join(format!("lockstep-fe-sets-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sets = |d: &serde_json::Value| {
+        let e = &d["estimates"][0];
+        assert_eq!(e["binding"], "ml/ray", "{d}");
+        (
+            e["replicas"].as_i64().unwrap(),
+            e["source"].as_str().unwrap().to_string(),
+        )
+    };
+    let (summary, _) = federate_text(&dir, COMPONENTS, &[]);
+    assert_eq!(sets(&summary), (14, "summary".to_string()));
+
+    // MaxAvailableComponentSets: eight GPUs hold the three 2-GPU workers of one set.
+    let estimator = estimator_process::start("gpu-cluster", &estimator_process::gpu_member_files());
+    let (exact, stderr) = federate_text(
+        &dir,
+        COMPONENTS,
+        &["--estimator", &format!("gpu-cluster={}", estimator.1)],
+    );
+    assert!(
+        stderr.is_empty(),
+        "no warning when the estimator answers: {stderr}"
+    );
+    assert_eq!(sets(&exact), (1, "member".to_string()));
+    assert_eq!(
+        exact["placements"][0]["clusters"],
+        serde_json::json!([{"name": "gpu-cluster", "replicas": 1}]),
+        "{exact}"
+    );
+    drop(estimator);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn bad_estimator_flags_exit_2() {
     for (flags, says) in [

@@ -31,7 +31,27 @@ pub struct Replica {
 impl Replica {
     /// The `ReplicaRequirements` message Karmada sends for it.
     pub fn requirements(&self) -> pb::ReplicaRequirements {
-        let node_claim = (!self.node_selector.is_empty()
+        pb::ReplicaRequirements {
+            node_claim: self.node_claim(),
+            namespace: self.namespace.clone(),
+            priority_class_name: self.priority_class_name.clone(),
+            resource_request_bytes: self.resource_request_bytes(),
+            resource_claim_refs: self.resource_claim_refs(),
+        }
+    }
+
+    /// The `ComponentReplicaRequirements` message of a component whose replicas are this.
+    pub fn component_requirements(&self) -> pb::ComponentReplicaRequirements {
+        pb::ComponentReplicaRequirements {
+            node_claim: self.node_claim(),
+            priority_class_name: self.priority_class_name.clone(),
+            resource_request_bytes: self.resource_request_bytes(),
+            resource_claim_refs: self.resource_claim_refs(),
+        }
+    }
+
+    fn node_claim(&self) -> Option<pb::NodeClaim> {
+        (!self.node_selector.is_empty()
             || !self.tolerations.is_empty()
             || self.node_affinity.is_some())
         .then(|| pb::NodeClaim {
@@ -50,9 +70,11 @@ impl Replica {
                 .iter()
                 .map(|t| toleration(t).encode_to_vec())
                 .collect(),
-        });
-        let resource_request_bytes: HashMap<String, Vec<u8>> = self
-            .requests
+        })
+    }
+
+    fn resource_request_bytes(&self) -> HashMap<String, Vec<u8>> {
+        self.requests
             .iter()
             .map(|(name, q)| {
                 let bytes = quantity::Quantity {
@@ -61,9 +83,11 @@ impl Replica {
                 .encode_to_vec();
                 (name.clone(), bytes)
             })
-            .collect();
-        let resource_claim_refs = self
-            .claim_templates
+            .collect()
+    }
+
+    fn resource_claim_refs(&self) -> Vec<pb::ResourceClaimReference> {
+        self.claim_templates
             .iter()
             .map(|t| pb::ResourceClaimReference {
                 resource_claim_template_name: t.clone(),
@@ -77,14 +101,7 @@ impl Replica {
                         resource_claim_name: c.clone(),
                     }),
             )
-            .collect();
-        pb::ReplicaRequirements {
-            node_claim,
-            namespace: self.namespace.clone(),
-            priority_class_name: self.priority_class_name.clone(),
-            resource_request_bytes,
-            resource_claim_refs,
-        }
+            .collect()
     }
 }
 
@@ -159,6 +176,34 @@ impl Remote {
         self.ask(|mut client| async move {
             let reply = client.max_available_replicas(request).await?;
             Ok(i64::from(reply.into_inner().max_replicas))
+        })
+    }
+
+    /// `MaxAvailableComponentSets` for `cluster`: how many whole sets of `components` (name,
+    /// replicas in a set, what each replica needs) fit in `namespace`; `Err` says why there
+    /// is no answer.
+    pub fn max_available_component_sets(
+        &self,
+        cluster: &str,
+        namespace: &str,
+        components: &[(String, i64, Replica)],
+    ) -> Result<i64, String> {
+        let request = pb::MaxAvailableComponentSetsRequest {
+            cluster: cluster.to_string(),
+            components: components
+                .iter()
+                .map(|(name, replicas, replica)| pb::Component {
+                    name: name.clone(),
+                    replica_requirements: Some(replica.component_requirements()),
+                    replicas: i32::try_from(*replicas).unwrap_or(i32::MAX),
+                })
+                .collect(),
+            namespace: namespace.to_string(),
+            assumed_workloads: Vec::new(),
+        };
+        self.ask(|mut client| async move {
+            let reply = client.max_available_component_sets(request).await?;
+            Ok(i64::from(reply.into_inner().max_sets))
         })
     }
 

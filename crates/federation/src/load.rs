@@ -966,7 +966,11 @@ fn convert_binding(origin: &str, kind: &str, b: api::Binding) -> Result<Binding,
                 &r.priority_class_name,
             )?,
         };
-        components.push((c.replicas, req));
+        components.push(crate::model::Component {
+            name: c.name.clone(),
+            replicas: c.replicas,
+            requirements: req,
+        });
     }
     let (priority, preempts) = match &spec.schedule_priority {
         None => (0, false),

@@ -93,8 +93,8 @@ fn parts(b: &Binding) -> Vec<(Option<usize>, Option<&Requirements>, i64)> {
     b.components
         .iter()
         .enumerate()
-        .filter(|(_, (replicas, _))| *replicas > 0)
-        .map(|(i, (replicas, r))| (Some(i), Some(r), *replicas))
+        .filter(|(_, c)| c.replicas > 0)
+        .map(|(i, c)| (Some(i), Some(&c.requirements), c.replicas))
         .collect()
 }
 

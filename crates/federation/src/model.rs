@@ -93,6 +93,15 @@ pub struct Requirements {
     pub priority_class_name: String,
 }
 
+/// One component of a multi-component binding.
+#[derive(Debug, Clone, Default)]
+pub struct Component {
+    pub name: String,
+    /// Replicas of the component in one set.
+    pub replicas: i64,
+    pub requirements: Requirements,
+}
+
 #[derive(Debug, Clone)]
 pub struct Binding {
     /// `namespace/name` for a ResourceBinding, `name` for a ClusterResourceBinding.
@@ -110,8 +119,8 @@ pub struct Binding {
     pub replicas: i64,
     /// `None` when the binding has no replicaRequirements (nothing to count but pods).
     pub requirements: Option<Requirements>,
-    /// Multi-component bindings: (replicas, requirements) per component; one set is all.
-    pub components: Vec<(i64, Requirements)>,
+    /// Multi-component bindings: the components of one set.
+    pub components: Vec<Component>,
     pub clusters: Vec<(String, i64)>,
     pub placement: api::Placement,
     pub strategy: Strategy,
@@ -160,17 +169,14 @@ impl Binding {
     }
 
     /// Computes [`Binding::unit_demand`] from the requirements and components.
-    pub fn demand(
-        requirements: Option<&Requirements>,
-        components: &[(i64, Requirements)],
-    ) -> (i64, Amounts) {
+    pub fn demand(requirements: Option<&Requirements>, components: &[Component]) -> (i64, Amounts) {
         if !components.is_empty() {
             let mut pods = 0;
             let mut total = Amounts::new();
-            for (replicas, req) in components {
-                pods += replicas;
-                for (k, v) in &req.requests {
-                    *total.entry(k.clone()).or_default() += v * Milli::from(*replicas);
+            for c in components {
+                pods += c.replicas;
+                for (k, v) in &c.requirements.requests {
+                    *total.entry(k.clone()).or_default() += v * Milli::from(c.replicas);
                 }
             }
             return (pods, total);

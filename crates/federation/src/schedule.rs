@@ -36,6 +36,12 @@ pub struct Options {
 pub trait ReplicaEstimator: std::fmt::Debug + Send + Sync {
     fn max_available_replicas(&self, cluster: &str, binding: &Binding) -> Option<i64>;
 
+    /// `MaxAvailableComponentSets`: how many whole component sets of a multi-component
+    /// binding fit on `cluster`; `None` when the estimator gives no answer.
+    fn max_available_component_sets(&self, _cluster: &str, _binding: &Binding) -> Option<i64> {
+        None
+    }
+
     /// The binding preemption proposal's `SelectVictims`: which of `candidates` (bindings'
     /// permanent ids, in reprieve order) must leave `cluster` for `replicas` replicas of
     /// `preemptor` to fit there. `None` when the estimator gives no answer; otherwise
@@ -414,16 +420,19 @@ impl State {
         let summary =
             self.dense
                 .summary_estimate(c, cluster, &self.usage[c], i, &self.fed.bindings);
-        // A member's manifests count replicas and whole component sets; a remote estimator
-        // is asked for replicas only.
+        // A member's manifests and its estimator count replicas, or whole component sets
+        // for a multi-component binding (`MaxAvailableComponentSets`, as Karmada asks).
         let exact = self.members.get_mut(&c).map(|m| m.estimate(i));
         let remote = match self.estimators.get(&c) {
-            Some(e) if self.fed.bindings[i].components.is_empty() => {
-                *self.remote.entry((i, c)).or_insert_with(|| {
-                    e.max_available_replicas(&self.fed.clusters[c].name, &self.fed.bindings[i])
-                })
-            }
-            _ => None,
+            Some(e) => *self.remote.entry((i, c)).or_insert_with(|| {
+                let (cluster, binding) = (&self.fed.clusters[c].name, &self.fed.bindings[i]);
+                if binding.components.is_empty() {
+                    e.max_available_replicas(cluster, binding)
+                } else {
+                    e.max_available_component_sets(cluster, binding)
+                }
+            }),
+            None => None,
         };
         // Karmada takes the smallest of the answers it has.
         let member = match (exact, remote) {
