@@ -26,7 +26,9 @@
 //! those rules a pod left parked would have failed had it been offered, so the decisions
 //! are the same as offering every pending pod every time.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use rustc_hash::FxHashMap as HashMap;
 
 use lockstep_model::{NodeId, Pod, PodId, WhenUnsatisfiable};
 
@@ -212,7 +214,7 @@ impl Queue {
         };
         let log = LogSummary::of(&scheduler.changes, oldest);
         // Per signature id: the latest position at which a node it fits now was freed.
-        let mut latest_fit: HashMap<u32, Option<u64>> = HashMap::new();
+        let mut latest_fit: HashMap<u32, Option<u64>> = HashMap::default();
         let mut woken: BTreeSet<PodId> = BTreeSet::new();
         let mut groups: BTreeSet<u32> = BTreeSet::new();
         let parked_pods: Vec<(PodId, u64, Wake, Option<u32>)> = self
@@ -319,7 +321,7 @@ impl LogSummary {
         let base = end - since.len() as u64;
         let mut last_everything: Option<u64> = None;
         let mut last_freed: Option<u64> = None;
-        let mut freed_at: HashMap<NodeId, u64> = HashMap::new();
+        let mut freed_at: HashMap<NodeId, u64> = HashMap::default();
         for (k, c) in since.iter().enumerate() {
             let at = base + k as u64;
             match *c {
