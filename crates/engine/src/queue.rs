@@ -321,20 +321,30 @@ impl LogSummary {
         let base = end - since.len() as u64;
         let mut last_everything: Option<u64> = None;
         let mut last_freed: Option<u64> = None;
-        let mut freed_at: HashMap<NodeId, u64> = HashMap::default();
-        for (k, c) in since.iter().enumerate() {
+        // Read from the most recent change back: each node's first sighting is its last
+        // freeing, and the list comes out most recent first.
+        let mut seen: Vec<bool> = Vec::new();
+        let mut freed: Vec<(u64, NodeId)> = Vec::new();
+        for (k, c) in since.iter().enumerate().rev() {
             let at = base + k as u64;
             match *c {
-                Logged::Everything => last_everything = Some(at),
+                Logged::Everything => {
+                    last_everything.get_or_insert(at);
+                }
                 Logged::Freed(n) => {
-                    last_freed = Some(at);
-                    freed_at.insert(n, at);
+                    last_freed.get_or_insert(at);
+                    let i = n.index();
+                    if i >= seen.len() {
+                        seen.resize(i + 1, false);
+                    }
+                    if !seen[i] {
+                        seen[i] = true;
+                        freed.push((at, n));
+                    }
                 }
                 Logged::Placed => {}
             }
         }
-        let mut freed: Vec<(u64, NodeId)> = freed_at.into_iter().map(|(n, at)| (at, n)).collect();
-        freed.sort_unstable_by(|a, b| b.cmp(a));
         LogSummary {
             end,
             last_everything,
