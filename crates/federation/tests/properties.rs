@@ -1,7 +1,9 @@
 //! Invariants of a federate run over random federations: no cluster holds more than its
 //! resource summary allows (for the strategies that consult room), victims always have lower
 //! priority than their preemptor, nothing is evicted unless the preemptor is placed, every
-//! binding has exactly one outcome, and the output does not depend on input order.
+//! binding has exactly one outcome, and the output does not depend on input order; and
+//! preemption across clusters evicts on as few clusters as needed, the least important
+//! bindings first.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -176,4 +178,77 @@ fn random_federations_include_preemptions() {
         preemptions += run(&yaml(&spec, false).0).preemptions.len();
     }
     assert!(preemptions > 0, "no preemption in 100 random federations");
+}
+
+/// Preemption across clusters: one cluster of `capacity` CPUs per entry of `priorities`, each
+/// full with one binding of `capacity` 1-CPU replicas at that priority (below 10), and a
+/// preemptor of priority 10 needing `need` 1-CPU replicas, more than one cluster holds,
+/// Aggregated.
+fn across_input(capacity: i64, priorities: &[i64], need: i64) -> String {
+    let mut text = String::new();
+    for (c, priority) in priorities.iter().enumerate() {
+        text += &format!(
+            "---\napiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {{name: c{c}}}\n\
+             spec: {{syncMode: Push}}\nstatus:\n  conditions: [{{type: Ready, status: \"True\", reason: r, \
+             message: m, lastTransitionTime: \"2026-01-01T00:00:00Z\"}}]\n  apiEnablements: \
+             [{{groupVersion: apps/v1, resources: [{{name: deployments, kind: Deployment}}]}}]\n  \
+             resourceSummary: {{allocatable: {{cpu: \"{capacity}\", pods: \"100\"}}}}\n"
+        );
+        text += &format!(
+            "---\napiVersion: work.karmada.io/v1alpha2\nkind: ResourceBinding\nmetadata: \
+             {{name: low{c}, namespace: default, creationTimestamp: \"2026-01-01T00:00:00Z\"}}\n\
+             spec:\n  resource: {{apiVersion: apps/v1, kind: Deployment, name: low{c}}}\n  \
+             replicas: {capacity}\n  replicaRequirements: {{resourceRequest: {{cpu: \"1\"}}}}\n  \
+             schedulePriority: {{priority: {priority}}}\n  clusters: [{{name: c{c}, replicas: {capacity}}}]\n  \
+             placement:\n    clusterAffinity: {{clusterNames: [c{c}]}}\n    replicaScheduling: \
+             {{replicaSchedulingType: Divided, replicaDivisionPreference: Aggregated}}\n"
+        );
+    }
+    text += &format!(
+        "---\napiVersion: work.karmada.io/v1alpha2\nkind: ResourceBinding\nmetadata: \
+         {{name: big, namespace: default, creationTimestamp: \"2026-01-02T00:00:00Z\"}}\n\
+         spec:\n  resource: {{apiVersion: apps/v1, kind: Deployment, name: big}}\n  \
+         replicas: {need}\n  replicaRequirements: {{resourceRequest: {{cpu: \"1\"}}}}\n  \
+         schedulePriority: {{priority: 10, preemptionPolicy: PreemptLowerPriority}}\n  \
+         placement:\n    replicaScheduling: {{replicaSchedulingType: Divided, \
+         replicaDivisionPreference: Aggregated}}\n"
+    );
+    text
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// When no single cluster can make room, victims are taken across clusters, on as few as
+    /// the preemptor needs here (all clusters alike), and the least important go: no victim
+    /// is more important than a binding left in place.
+    #[test]
+    fn preemption_across_clusters_takes_as_few_and_as_unimportant_as_needed(
+        (capacity, priorities, need) in (2usize..6, 2i64..8).prop_flat_map(|(n, cap)| (
+            Just(cap),
+            prop::collection::vec(0i64..10, n),
+            cap + 1..=cap * n as i64,
+        ))
+    ) {
+        let d = run(&across_input(capacity, &priorities, need));
+        let placed = d.placements.iter().find(|p| p.binding == "default/big");
+        prop_assert!(placed.is_some(), "big was not placed: {:?}", d);
+        let placed_sum: i64 = placed.unwrap().clusters.iter().map(|c| c.replicas).sum();
+        prop_assert_eq!(placed_sum, need);
+        let wanted = (need + capacity - 1) / capacity;
+        prop_assert_eq!(d.preemptions.len() as i64, wanted, "{:?}", d.preemptions);
+        let index = |key: &str| -> usize { key.trim_start_matches("default/low").parse().unwrap() };
+        let victims: Vec<usize> = d.preemptions.iter().map(|p| index(&p.binding)).collect();
+        for v in &victims {
+            prop_assert_eq!(&d.preemptions.iter().find(|p| index(&p.binding) == *v).unwrap().cluster,
+                &format!("c{v}"));
+            for (c, p) in priorities.iter().enumerate() {
+                if !victims.contains(&c) {
+                    prop_assert!(priorities[*v] <= *p,
+                        "low{} (priority {}) evicted while low{} (priority {}) stays",
+                        v, priorities[*v], c, p);
+                }
+            }
+        }
+    }
 }
