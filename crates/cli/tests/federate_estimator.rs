@@ -9,25 +9,10 @@ mod estimator_process;
 use std::path::Path;
 use std::process::Command;
 
-/// One GPU cluster whose resource summary has CPU and memory for 100 replicas, but whose
-/// GPUs (two nodes x four, published through DRA) hold only 8; a binding asks 10 replicas
-/// of one GPU each.
-const KARMADA: &str = r#"
-apiVersion: cluster.karmada.io/v1alpha1
-kind: Cluster
-metadata:
-  name: gpu-cluster
-spec:
-  syncMode: Push
-status:
-  conditions:
-  - {type: Ready, status: "True", reason: ClusterReady, message: ready, lastTransitionTime: "2026-11-01T00:00:00Z"}
-  apiEnablements:
-  - groupVersion: batch/v1
-    resources: [{name: jobs, kind: Job}]
-  resourceSummary:
-    allocatable: {cpu: "400", memory: 3200Gi, pods: "220"}
----
+/// A binding asking 10 replicas of one GPU each. On the GPU cluster of [`karmada`] the
+/// resource summary has CPU and memory for 100 of them, but the GPUs (two nodes x four,
+/// published through DRA) hold only 8.
+const TRAIN: &str = r#"
 apiVersion: work.karmada.io/v1alpha2
 kind: ResourceBinding
 metadata:
@@ -47,6 +32,39 @@ spec:
       replicaDivisionPreference: Aggregated
 "#;
 
+/// The Cluster `gpu-cluster`, ready, with the API `group_version` / `kind` (resource
+/// `resource`) and `cpu` CPUs and `memory` in its resource summary, then `bindings`.
+fn gpu_cluster(
+    group_version: &str,
+    resource: &str,
+    kind: &str,
+    cpu: u32,
+    memory: &str,
+    bindings: &str,
+) -> String {
+    format!(
+        r#"
+apiVersion: cluster.karmada.io/v1alpha1
+kind: Cluster
+metadata: {{name: gpu-cluster}}
+spec: {{syncMode: Push}}
+status:
+  conditions:
+  - {{type: Ready, status: "True", reason: ClusterReady, message: ready, lastTransitionTime: "2026-11-01T00:00:00Z"}}
+  apiEnablements:
+  - groupVersion: {group_version}
+    resources: [{{name: {resource}, kind: {kind}}}]
+  resourceSummary:
+    allocatable: {{cpu: "{cpu}", memory: {memory}, pods: "220"}}
+---{bindings}"#
+    )
+}
+
+/// [`TRAIN`] on a GPU cluster whose summary has 400 CPUs.
+fn karmada() -> String {
+    gpu_cluster("batch/v1", "jobs", "Job", 400, "3200Gi", TRAIN)
+}
+
 fn lockstep() -> Command {
     Command::new(env!("CARGO_BIN_EXE_lockstep"))
 }
@@ -54,7 +72,7 @@ fn lockstep() -> Command {
 /// Runs `lockstep federate -o json` on the Karmada objects with `extra` flags: (stdout as
 /// JSON, stderr).
 fn federate(dir: &Path, extra: &[&str]) -> (serde_json::Value, String) {
-    federate_text(dir, KARMADA, extra)
+    federate_text(dir, &karmada(), extra)
 }
 
 /// [`federate`] on other Karmada objects.
@@ -138,20 +156,7 @@ fn the_members_estimator_answers_exactly_over_grpc() {
 /// The GPU cluster full: ml/batch (priority 1) runs eight one-GPU workers, four on each
 /// node, and ml/web (priority 5) two CPU-only pods; both carry their bindings' permanent ids,
 /// as Karmada's pods do. ml/train (priority 100) needs two replicas of two GPUs each.
-const PREEMPTION: &str = r#"
-apiVersion: cluster.karmada.io/v1alpha1
-kind: Cluster
-metadata: {name: gpu-cluster}
-spec: {syncMode: Push}
-status:
-  conditions:
-  - {type: Ready, status: "True", reason: ClusterReady, message: ready, lastTransitionTime: "2026-11-01T00:00:00Z"}
-  apiEnablements:
-  - groupVersion: batch/v1
-    resources: [{name: jobs, kind: Job}]
-  resourceSummary:
-    allocatable: {cpu: "128", memory: 1024Gi, pods: "220"}
----
+const PREEMPTION_BINDINGS: &str = r#"
 apiVersion: work.karmada.io/v1alpha2
 kind: ResourceBinding
 metadata:
@@ -204,7 +209,19 @@ spec:
     replicaScheduling: {replicaSchedulingType: Divided, replicaDivisionPreference: Aggregated}
 "#;
 
-/// The member's pods of [`PREEMPTION`]'s running bindings.
+/// The GPU cluster of [`PREEMPTION_BINDINGS`], 128 CPUs in its summary.
+fn preemption() -> String {
+    gpu_cluster(
+        "batch/v1",
+        "jobs",
+        "Job",
+        128,
+        "1024Gi",
+        PREEMPTION_BINDINGS,
+    )
+}
+
+/// The member's pods of [`PREEMPTION_BINDINGS`]' running bindings.
 fn running_pods() -> String {
     let mut text = String::new();
     for (i, node) in (0..8).map(|i| (i, if i < 4 { 1 } else { 2 })) {
@@ -238,7 +255,7 @@ fn the_members_estimator_chooses_the_victims_over_grpc() {
     files.push(pods);
 
     // The summary sees no GPUs: train looks placeable without evicting anyone.
-    let (summary, _) = federate_text(&dir, PREEMPTION, &[]);
+    let (summary, _) = federate_text(&dir, &preemption(), &[]);
     assert_eq!(
         summary["preemptions"].as_array().unwrap().len(),
         0,
@@ -251,7 +268,7 @@ fn the_members_estimator_chooses_the_victims_over_grpc() {
     let estimator = estimator_process::start("gpu-cluster", &files);
     let (exact, stderr) = federate_text(
         &dir,
-        PREEMPTION,
+        &preemption(),
         &["--estimator", &format!("gpu-cluster={}", estimator.1)],
     );
     assert!(
@@ -297,20 +314,7 @@ fn the_members_estimator_chooses_the_victims_over_grpc() {
 
 /// A multi-component binding (a Ray cluster: a head of 4 CPUs, three workers of two GPUs)
 /// on the GPU cluster: the summary counts 14 sets by CPU, the member's GPUs hold one.
-const COMPONENTS: &str = r#"
-apiVersion: cluster.karmada.io/v1alpha1
-kind: Cluster
-metadata: {name: gpu-cluster}
-spec: {syncMode: Push}
-status:
-  conditions:
-  - {type: Ready, status: "True", reason: ClusterReady, message: ready, lastTransitionTime: "2026-11-01T00:00:00Z"}
-  apiEnablements:
-  - groupVersion: ray.io/v1
-    resources: [{name: rayclusters, kind: RayCluster}]
-  resourceSummary:
-    allocatable: {cpu: "400", memory: 3200Gi, pods: "220"}
----
+const RAY: &str = r#"
 apiVersion: work.karmada.io/v1alpha2
 kind: ResourceBinding
 metadata: {name: ray, namespace: ml, creationTimestamp: "2026-11-20T08:00:00Z"}
@@ -332,6 +336,11 @@ spec:
     replicaScheduling: {replicaSchedulingType: Divided, replicaDivisionPreference: Aggregated}
 "#;
 
+/// [`RAY`] on the GPU cluster, 400 CPUs in its summary.
+fn components() -> String {
+    gpu_cluster("ray.io/v1", "rayclusters", "RayCluster", 400, "3200Gi", RAY)
+}
+
 #[test]
 fn the_members_estimator_counts_whole_component_sets_over_grpc() {
     let dir = std::env::temp_dir().join(format!("lockstep-fe-sets-{}", std::process::id()));
@@ -344,14 +353,14 @@ fn the_members_estimator_counts_whole_component_sets_over_grpc() {
             e["source"].as_str().unwrap().to_string(),
         )
     };
-    let (summary, _) = federate_text(&dir, COMPONENTS, &[]);
+    let (summary, _) = federate_text(&dir, &components(), &[]);
     assert_eq!(sets(&summary), (14, "summary".to_string()));
 
     // MaxAvailableComponentSets: eight GPUs hold the three 2-GPU workers of one set.
     let estimator = estimator_process::start("gpu-cluster", &estimator_process::gpu_member_files());
     let (exact, stderr) = federate_text(
         &dir,
-        COMPONENTS,
+        &components(),
         &["--estimator", &format!("gpu-cluster={}", estimator.1)],
     );
     assert!(
@@ -392,7 +401,7 @@ fn bad_estimator_flags_exit_2() {
         let dir = std::env::temp_dir().join(format!("lockstep-fe-bad-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let input = dir.join("karmada.yaml");
-        std::fs::write(&input, KARMADA).unwrap();
+        std::fs::write(&input, karmada()).unwrap();
         let out = lockstep()
             .arg("federate")
             .arg("-f")

@@ -273,15 +273,6 @@ impl Member {
         })
     }
 
-    /// Replicas of the shape that fit on each node now, in node name order.
-    fn per_node(&mut self, shape: PodId) -> Vec<(String, u32)> {
-        let e = lockstep_engine::estimate_on(&self.state, &mut self.framework, shape);
-        e.per_node
-            .iter()
-            .map(|(n, r)| (self.state.node(*n).name.clone(), *r))
-            .collect()
-    }
-
     /// How many more units of binding `b` fit: replicas, or whole component sets.
     pub fn estimate(&mut self, b: usize) -> i64 {
         let Some(parts) = self.shapes.get(&b).cloned() else {
@@ -328,11 +319,16 @@ impl Member {
     fn add_replicas(&mut self, b: usize, shape: PodId, k: i64) -> i64 {
         let pod = self.state.pod(shape).clone();
         let mut want = k;
-        for (node, fit) in self.per_node(shape) {
+        let fits = lockstep_engine::estimate_on(&self.state, &mut self.framework, shape);
+        for (node, fit) in fits.per_node {
             if want <= 0 {
                 break;
             }
             let n = i64::from(fit).min(want);
+            if n == 0 {
+                continue;
+            }
+            let node = self.state.node(node).name.clone();
             for _ in 0..n {
                 let mut p = pod.clone();
                 p.name = format!("{}-{}", pod.name, self.serial);

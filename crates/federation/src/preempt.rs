@@ -18,7 +18,7 @@
 //! rest of the run. Equal priorities never preempt each other, so two bindings cannot evict
 //! each other back and forth. Nothing is evicted unless the preemptor is placed.
 
-use crate::schedule::State;
+use crate::schedule::{Evicted, State};
 
 /// A preemption decided: the victims, each with the cluster it leaves and the replicas it
 /// loses there (one cluster, or several when no single cluster made room).
@@ -31,9 +31,41 @@ pub(crate) struct Decided {
     pub remote_room: Option<(usize, i64)>,
 }
 
-/// Victims with the replicas each loses, and where the cluster's estimator chose them, the
-/// preemptor's replicas it made room for.
-type Victims = (Vec<(usize, i64)>, Option<i64>);
+/// Victims, each with the cluster it leaves and the replicas it loses there, and where the
+/// cluster's estimator chose them, the preemptor's replicas it made room for.
+type Victims = (Vec<(usize, usize, i64)>, Option<i64>);
+
+/// Puts back what [`State::evict`] took.
+fn restore_all(state: &mut State, removed: Vec<(usize, usize, Evicted)>) {
+    for (j, c, e) in removed {
+        state.restore(j, c, e);
+    }
+}
+
+/// Gives the evicted candidates back one by one in the order given, each staying evicted
+/// only when the preemptor no longer places with it back; then puts the victims back too,
+/// so the state is as it was. Returns the victims with the cluster each leaves and the
+/// replicas it loses there.
+fn reprieve(
+    state: &mut State,
+    i: usize,
+    removed: Vec<(usize, usize, Evicted)>,
+) -> Vec<(usize, usize, i64)> {
+    let mut victims = Vec::new();
+    for (j, c, e) in removed {
+        let replicas = e.replicas;
+        state.restore(j, c, e);
+        if !state.fits(i) {
+            victims.push((j, c, replicas, state.evict(j, c)));
+        }
+    }
+    let out = victims.iter().map(|&(j, c, r, _)| (j, c, r)).collect();
+    restore_all(
+        state,
+        victims.into_iter().map(|(j, c, _, e)| (j, c, e)).collect(),
+    );
+    out
+}
 
 /// The bindings that may be evicted from cluster `c` for binding `i`: strictly lower
 /// priority, not suspended, not already being evicted from there, holding replicas there;
@@ -85,33 +117,16 @@ fn victims_on(state: &mut State, i: usize, c: usize) -> Option<Victims> {
     {
         return remote_victims(state, i, c, &candidates);
     }
-    let mut removed: Vec<(usize, crate::schedule::Evicted)> =
-        candidates.iter().map(|&j| (j, state.evict(j, c))).collect();
-    let fits = state.fits(i);
-    let mut victims = Vec::new();
-    if fits {
-        let mut kept = Vec::new();
-        for (j, e) in removed.drain(..) {
-            let replicas = e.replicas;
-            state.restore(j, c, e);
-            if state.fits(i) {
-                kept.push(j);
-            } else {
-                let again = state.evict(j, c);
-                victims.push((j, replicas, again));
-            }
-        }
-        let _ = kept;
+    let removed: Vec<(usize, usize, Evicted)> = candidates
+        .iter()
+        .map(|&j| (j, c, state.evict(j, c)))
+        .collect();
+    if !state.fits(i) {
+        restore_all(state, removed);
+        return None;
     }
-    // Put everything back: the caller commits the chosen cluster's evictions.
-    for (j, e) in removed {
-        state.restore(j, c, e);
-    }
-    let out: Vec<(usize, i64)> = victims.iter().map(|(j, r, _)| (*j, *r)).collect();
-    for (j, _, e) in victims {
-        state.restore(j, c, e);
-    }
-    (fits && !out.is_empty()).then_some((out, None))
+    let victims = reprieve(state, i, removed);
+    (!victims.is_empty()).then_some((victims, None))
 }
 
 /// Victims on a cluster known through its scheduler estimator (`--estimator`), chosen by
@@ -134,9 +149,9 @@ fn remote_victims(state: &mut State, i: usize, c: usize, candidates: &[usize]) -
     // replaced: first by none (the summary counts), then by the room the victims make.
     let saved = state.remote.get(&(i, c)).copied();
     state.remote.insert((i, c), None);
-    let removed: Vec<(usize, crate::schedule::Evicted)> = named
+    let removed: Vec<(usize, usize, Evicted)> = named
         .iter()
-        .map(|(j, _)| (*j, state.evict(*j, c)))
+        .map(|(j, _)| (*j, c, state.evict(*j, c)))
         .collect();
     let need: i64 = match state.try_schedule(i) {
         Ok(assignment) => assignment
@@ -146,9 +161,7 @@ fn remote_victims(state: &mut State, i: usize, c: usize, candidates: &[usize]) -
             .sum(),
         Err(_) => 0,
     };
-    for (j, e) in removed {
-        state.restore(j, c, e);
-    }
+    restore_all(state, removed);
     let answer = if need > 0 {
         let ids: Vec<String> = named.iter().map(|(_, id)| id.clone()).collect();
         let estimator = state.estimators[&c].clone();
@@ -164,14 +177,15 @@ fn remote_victims(state: &mut State, i: usize, c: usize, candidates: &[usize]) -
             .map(|(j, _)| *j)
             .collect();
         if !victims.is_empty() {
-            let evicted: Vec<(usize, crate::schedule::Evicted)> =
-                victims.iter().map(|&j| (j, state.evict(j, c))).collect();
+            let evicted: Vec<(usize, usize, Evicted)> =
+                victims.iter().map(|&j| (j, c, state.evict(j, c))).collect();
             state.remote.insert((i, c), Some(need));
             let fits = state.fits(i);
-            let list: Vec<(usize, i64)> = evicted.iter().map(|(j, e)| (*j, e.replicas)).collect();
-            for (j, e) in evicted {
-                state.restore(j, c, e);
-            }
+            let list: Vec<(usize, usize, i64)> = evicted
+                .iter()
+                .map(|(j, c, e)| (*j, *c, e.replicas))
+                .collect();
+            restore_all(state, evicted);
             if fits {
                 out = Some((list, Some(need)));
             }
@@ -204,10 +218,10 @@ pub(crate) fn preempt(state: &mut State, i: usize) -> Option<Decided> {
             };
             let highest = victims
                 .iter()
-                .map(|(j, _)| state.fed.bindings[*j].priority)
+                .map(|(j, _, _)| state.fed.bindings[*j].priority)
                 .max()
                 .unwrap_or(i64::MIN);
-            let evicted: i64 = victims.iter().map(|(_, r)| r).sum();
+            let evicted: i64 = victims.iter().map(|(_, _, r)| r).sum();
             let name = state.fed.clusters[c].name.clone();
             let key = (victims.len(), highest, evicted, name);
             let better = match &best {
@@ -221,7 +235,7 @@ pub(crate) fn preempt(state: &mut State, i: usize) -> Option<Decided> {
                     key.2,
                     key.3,
                     Decided {
-                        victims: victims.into_iter().map(|(j, r)| (j, c, r)).collect(),
+                        victims,
                         remote_room: remote_room.map(|room| (c, room)),
                     },
                 ));
@@ -263,7 +277,6 @@ pub(crate) fn preempt(state: &mut State, i: usize) -> Option<Decided> {
 /// through an estimator take no part (their victims are the estimator's to choose). The
 /// state is left as it was.
 fn across_clusters(state: &mut State, i: usize, terms: usize) -> Option<Decided> {
-    use crate::schedule::Evicted;
     for term in 0..terms {
         let (feasible, _) = state.feasible(i, term);
         let mut touched: Vec<(usize, Vec<usize>)> = feasible
@@ -283,48 +296,29 @@ fn across_clusters(state: &mut State, i: usize, terms: usize) -> Option<Decided>
                 .then(y.len().cmp(&x.len()))
                 .then(a.cmp(b))
         });
-        let mut removed: Vec<(usize, Vec<(usize, Evicted)>)> = touched
+        // Every candidate of every such cluster removed, cluster by cluster.
+        let removed: Vec<Vec<(usize, usize, Evicted)>> = touched
             .iter()
-            .map(|(c, list)| (*c, list.iter().map(|&j| (j, state.evict(j, *c))).collect()))
+            .map(|(c, list)| list.iter().map(|&j| (j, *c, state.evict(j, *c))).collect())
             .collect();
         if !state.fits(i) {
-            for (c, list) in removed {
-                for (j, e) in list {
-                    state.restore(j, c, e);
-                }
-            }
+            removed.into_iter().for_each(|r| restore_all(state, r));
             continue;
         }
-        // Clusters given back whole while the preemptor still places.
+        // Clusters given back whole (in the order above) while the preemptor still places.
         let mut kept: Vec<(usize, usize, Evicted)> = Vec::new();
-        for (c, list) in removed.drain(..) {
-            let ids: Vec<usize> = list.iter().map(|(j, _)| *j).collect();
-            for (j, e) in list {
-                state.restore(j, c, e);
-            }
+        for (cluster, (c, ids)) in removed.into_iter().zip(touched) {
+            restore_all(state, cluster);
             if !state.fits(i) {
                 kept.extend(ids.into_iter().map(|j| (j, c, state.evict(j, c))));
             }
         }
         // Then victims one by one across the clusters left.
         kept.sort_by(|(a, c, _), (b, d, _)| reprieve_order(state, *a, *b).then(c.cmp(d)));
-        let mut victims: Vec<(usize, usize, i64, Evicted)> = Vec::new();
-        for (j, c, e) in kept {
-            let replicas = e.replicas;
-            state.restore(j, c, e);
-            if !state.fits(i) {
-                let again = state.evict(j, c);
-                victims.push((j, c, replicas, again));
-            }
-        }
-        let decided: Vec<(usize, usize, i64)> =
-            victims.iter().map(|(j, c, r, _)| (*j, *c, *r)).collect();
-        for (j, c, _, e) in victims {
-            state.restore(j, c, e);
-        }
-        if !decided.is_empty() {
+        let victims = reprieve(state, i, kept);
+        if !victims.is_empty() {
             return Some(Decided {
-                victims: decided,
+                victims,
                 remote_room: None,
             });
         }

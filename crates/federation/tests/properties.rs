@@ -39,6 +39,17 @@ fn spec() -> impl Strategy<Value = Spec> {
         .prop_map(|(clusters, bindings)| Spec { clusters, bindings })
 }
 
+/// Cluster `c{i}`: ready, with Deployments, `cpu` CPUs and 100 pods.
+fn cluster(i: usize, cpu: i64) -> String {
+    format!(
+        "---\napiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {{name: c{i}}}\n\
+         spec: {{syncMode: Push}}\nstatus:\n  conditions: [{{type: Ready, status: \"True\", reason: r, \
+         message: m, lastTransitionTime: \"2026-01-01T00:00:00Z\"}}]\n  apiEnablements: \
+         [{{groupVersion: apps/v1, resources: [{{name: deployments, kind: Deployment}}]}}]\n  \
+         resourceSummary: {{allocatable: {{cpu: \"{cpu}\", pods: \"100\"}}}}\n"
+    )
+}
+
 /// Writes the federation as Karmada YAML; placed bindings are placed only where they fit,
 /// so the input itself never overcommits a cluster.
 fn yaml(spec: &Spec, reverse: bool) -> (String, BTreeMap<String, i64>) {
@@ -46,13 +57,7 @@ fn yaml(spec: &Spec, reverse: bool) -> (String, BTreeMap<String, i64>) {
     let mut free: Vec<i64> = spec.clusters.clone();
     let mut cpu_of = BTreeMap::new();
     for (i, cpu) in spec.clusters.iter().enumerate() {
-        out += &format!(
-            "---\napiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {{name: c{i}}}\n\
-             spec: {{syncMode: Push}}\nstatus:\n  conditions: [{{type: Ready, status: \"True\", reason: r, \
-             message: m, lastTransitionTime: \"2026-01-01T00:00:00Z\"}}]\n  apiEnablements: \
-             [{{groupVersion: apps/v1, resources: [{{name: deployments, kind: Deployment}}]}}]\n  \
-             resourceSummary: {{allocatable: {{cpu: \"{cpu}\", pods: \"100\"}}}}\n"
-        );
+        out += &cluster(i, *cpu);
     }
     let mut docs = Vec::new();
     for (i, (priority, preempts, cpu, replicas, aggregated, placed)) in
@@ -187,13 +192,7 @@ fn random_federations_include_preemptions() {
 fn across_input(capacity: i64, priorities: &[i64], need: i64) -> String {
     let mut text = String::new();
     for (c, priority) in priorities.iter().enumerate() {
-        text += &format!(
-            "---\napiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {{name: c{c}}}\n\
-             spec: {{syncMode: Push}}\nstatus:\n  conditions: [{{type: Ready, status: \"True\", reason: r, \
-             message: m, lastTransitionTime: \"2026-01-01T00:00:00Z\"}}]\n  apiEnablements: \
-             [{{groupVersion: apps/v1, resources: [{{name: deployments, kind: Deployment}}]}}]\n  \
-             resourceSummary: {{allocatable: {{cpu: \"{capacity}\", pods: \"100\"}}}}\n"
-        );
+        text += &cluster(c, capacity);
         text += &format!(
             "---\napiVersion: work.karmada.io/v1alpha2\nkind: ResourceBinding\nmetadata: \
              {{name: low{c}, namespace: default, creationTimestamp: \"2026-01-01T00:00:00Z\"}}\n\
