@@ -364,20 +364,23 @@ fn parse_yaml(file: &str, text: &str) -> Result<Vec<Document>, LoadError> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(MAX_PARSE_THREADS);
-    if threads > 1
-        && text.len() >= PARALLEL_MIN_BYTES
-        && let Some(documents) = parse_yaml_pieces(text, &prescan, threads)
-    {
+    let threads = if text.len() >= PARALLEL_MIN_BYTES {
+        threads
+    } else {
+        1
+    };
+    if let Some(documents) = parse_yaml_pieces(text, &prescan, threads) {
         return Ok(documents);
     }
     parse_yaml_in_order(file, text, &prescan)
 }
 
-/// Parses `text` in up to `threads` pieces at once, each a run of whole documents starting at
-/// a `---` line, and numbers the documents as one pass would. `None` when a piece has an
-/// error or yields another number of documents than the prescan found in it: the caller
-/// then parses the whole text in order, which gives the exact error (or result) a single
-/// pass gives.
+/// Parses `text` in up to `threads` pieces at once (in place when one), each a run of whole
+/// documents starting at a `---` line, straight to JSON values ([`crate::yaml_json`]), and
+/// numbers the documents as one pass would. `None` when a piece has an error, anything the
+/// fast path leaves to the general one, or yields another number of documents than the
+/// prescan found in it: the caller then parses the whole text in order, which gives the
+/// exact error (or result) a single pass gives.
 fn parse_yaml_pieces(text: &str, prescan: &Prescan, threads: usize) -> Option<Vec<Document>> {
     // Byte offset of each line's start.
     let mut line_offsets = vec![0usize];
@@ -413,27 +416,27 @@ fn parse_yaml_pieces(text: &str, prescan: &Prescan, threads: usize) -> Option<Ve
             (w[0], w[1] - w[0], &text[from..to])
         })
         .collect();
+    let parse = |(first, count, piece): (usize, usize, &str)| {
+        let mut out = Vec::new();
+        let mut seen = 0usize;
+        for document in serde_norway::Deserializer::from_str(piece) {
+            let number = document_number(first + seen);
+            seen += 1;
+            let value = crate::yaml_json::document(document)?;
+            if value.is_null() {
+                continue;
+            }
+            out.push(Document { number, value });
+        }
+        (seen == count).then_some(out)
+    };
+    if let [piece] = pieces[..] {
+        return parse(piece);
+    }
     let parsed: Vec<Option<Vec<Document>>> = std::thread::scope(|scope| {
         let handles: Vec<_> = pieces
             .iter()
-            .map(|&(first, count, piece)| {
-                scope.spawn(move || {
-                    let mut out = Vec::new();
-                    let mut seen = 0usize;
-                    for document in serde_norway::Deserializer::from_str(piece) {
-                        let number = document_number(first + seen);
-                        seen += 1;
-                        let mut value = Yaml::deserialize(document).ok()?;
-                        value.apply_merge().ok()?;
-                        if value.is_null() {
-                            continue;
-                        }
-                        let value = yaml_to_json(value, &mut String::new()).ok()?;
-                        out.push(Document { number, value });
-                    }
-                    (seen == count).then_some(out)
-                })
-            })
+            .map(|&piece| scope.spawn(move || parse(piece)))
             .collect();
         handles
             .into_iter()
@@ -946,6 +949,74 @@ mod tests {
             for text in [serde_norway::to_string(&deep).unwrap(), serde_json::to_string(&deep).unwrap()] {
                 let refused = matches!(prescan_yaml("f.yaml", &text), Err(LoadError::Limit { .. }));
                 proptest::prop_assert!(refused, "{}", text);
+            }
+        }
+    }
+
+    /// What the general path alone gives for `text`: the documents, or the error's text.
+    fn general(text: &str) -> Result<Vec<(u32, Json)>, String> {
+        let prescan = prescan_yaml("f.yaml", text).map_err(|e| e.to_string())?;
+        parse_yaml_in_order("f.yaml", text, &prescan)
+            .map(|docs| docs.into_iter().map(|d| (d.number, d.value)).collect())
+            .map_err(|e| e.to_string())
+    }
+
+    fn read(text: &str) -> Result<Vec<(u32, Json)>, String> {
+        parse_documents("f.yaml", text, false)
+            .map(|docs| docs.into_iter().map(|d| (d.number, d.value)).collect())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_fast_path_gives_what_the_general_path_gives_or_leaves_it_to_it() {
+        let cases = [
+            // Merge keys: one mapping, a list (the first wins), nested, overridden, quoted.
+            "base: &b {x: 1, y: 2}\nuse:\n  <<: *b\n  y: 3\n",
+            "a: &a {x: 1}\nb: &b {x: 2, z: 3}\nc:\n  <<: [*a, *b]\n",
+            "a: &a {x: {<<: {deep: 1}}}\nc: {<<: *a, w: 0}\n",
+            "a: {\"<<\": {x: 1}, x: 2}\n",
+            // Merge values that are not mappings: the general path's error.
+            "a: {<<: 1}\n",
+            "a: {<<: [1]}\n",
+            "a: {<<: [[{x: 1}]]}\n",
+            "a: {<<: !t {x: 1}}\n",
+            // Keys that are not strings.
+            "1: a\ntrue: b\n~: c\n1.5: d\n",
+            "? [a, b]\n: c\n",
+            "a: 1\n'1': 2\n",
+            "\"1\": x\n1: y\n",
+            // Two keys of one name.
+            "a: 1\nb: 2\na: 3\n",
+            "m: {x: 1, x: 1}\n",
+            // Tags, standard and not.
+            "a: !!str 123\nb: !custom {x: 1}\nc: !!int \"7\"\n",
+            "a: !thing [1, 2]\n",
+            // Numbers.
+            "a: [1, -1, 1.5, 1e3, 0x1f, 0o17, -0.0, 18446744073709551615, -9223372036854775808]\n",
+            "a: .inf\n",
+            "a: 18446744073709551616\n",
+            // Scalars of every style, empty and null documents, anchors.
+            "a: |\n  text\nb: >\n  folded\nc: 'q'\nd: \"e\\n\"\ne: ~\nf: null\ng:\n",
+            "---\n---\nx: &v [1, {y: *v}]\n",
+            "---\n- &r {a: 1}\n- *r\n",
+            // Syntax errors.
+            "a: [1, 2\n",
+            "a: b: c\n",
+        ];
+        for text in cases {
+            assert_eq!(read(text), general(text), "{text}");
+        }
+        // The same amid other documents parsed in pieces: a piece gives the general path's
+        // documents, or leaves the whole text to it.
+        for text in cases {
+            let text = format!("---\nx: 1\n---\ny: 2\n---\n{text}---\nz: 3\n---\nw: 4\n");
+            let Ok(prescan) = prescan_yaml("f.yaml", &text) else {
+                continue;
+            };
+            if let Some(docs) = parse_yaml_pieces(&text, &prescan, 3) {
+                let docs: Vec<(u32, Json)> =
+                    docs.into_iter().map(|d| (d.number, d.value)).collect();
+                assert_eq!(Ok(docs), general(&text), "{text}");
             }
         }
     }

@@ -38,6 +38,7 @@ mod route;
 mod unknown;
 mod workload_api;
 mod workloads;
+mod yaml_json;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -125,9 +126,7 @@ fn add_inputs(collected: &mut route::Collected, inputs: &[input::Input]) -> Resu
                 input.name
             ));
         }
-        for document in documents {
-            collected.add_document(&input.name, document)?;
-        }
+        collected.add_documents(documents.into_iter().map(|d| (input.name.as_str(), d)))?;
     }
     Ok(())
 }
@@ -158,11 +157,17 @@ pub fn load_with_extra(
 /// name its errors are given under (e.g. `Pod ml/web`), as if each were a file of one
 /// document. The live scheduler reads its watch caches this way, through the same
 /// conversion and validation as every manifest.
-pub fn load_objects(objects: Vec<(String, serde_json::Value)>) -> Result<Loaded, LoadError> {
+pub fn load_objects(mut objects: Vec<(String, serde_json::Value)>) -> Result<Loaded, LoadError> {
     let mut collected = route::Collected::default();
-    for (name, value) in objects {
-        collected.add_document(&name, documents::Document { number: 1, value })?;
-    }
+    collected.add_documents(objects.iter_mut().map(|(name, value)| {
+        (
+            name.as_str(),
+            documents::Document {
+                number: 1,
+                value: value.take(),
+            },
+        )
+    }))?;
     convert::build(collected)
 }
 

@@ -27,11 +27,17 @@ pub(crate) struct Entry<T> {
     /// The namespace (defaulted to "default") for namespaced kinds.
     pub namespace: Option<String>,
     pub name: String,
-    pub value: T,
+    /// Boxed: a typed Pod is about 2.5 KB, moved on every push and every growth of the lists
+    /// otherwise.
+    pub value: Box<T>,
 }
 
 impl Entry<()> {
     pub(crate) fn with<T>(self, value: T) -> Entry<T> {
+        self.with_boxed(Box::new(value))
+    }
+
+    pub(crate) fn with_boxed<T>(self, value: Box<T>) -> Entry<T> {
         Entry {
             origin: self.origin,
             object: self.object,
@@ -81,6 +87,26 @@ pub(crate) struct Collected {
     pub(crate) merged_objects: Vec<String>,
     /// Where each object came from, by its display name (`Kind name` or `Kind ns/name`).
     pub(crate) origins: Vec<(String, Origin)>,
+    /// Nodes and pods routed but not yet deserialized, in input order: they are deserialized
+    /// together, on every core, by [`Collected::flush`], before anything else is recorded
+    /// (a warning, another kind, an error), so every list and message keeps input order.
+    pending: Vec<Pending>,
+}
+
+/// A node or a pod routed, to be deserialized.
+struct Pending {
+    head: Entry<()>,
+    node: bool,
+    value: Json,
+}
+
+/// Fewer pending objects than this are deserialized on one thread.
+const PARALLEL_MIN_PENDING: usize = 256;
+
+/// A node or a pod deserialized apart.
+enum Decoded {
+    Node(Box<core::Node>),
+    Pod(Box<core::Pod>),
 }
 
 /// The typed kinds: (apiVersion, kind).
@@ -121,15 +147,110 @@ fn supported_versions(kind: &str) -> String {
 
 impl Collected {
     pub(crate) fn add_document(&mut self, file: &str, document: Document) -> Result<(), LoadError> {
-        let origin = Origin {
-            file: file.into(),
-            document: document.number,
-            item: None,
-        };
-        self.add_value(origin, document.value, None)
+        self.add_documents([(file, document)])
     }
 
+    /// Routes documents in order, each with the name of the file it came from; their nodes
+    /// and pods are deserialized together at the end (or before an error, a warning or
+    /// another kind), on every core.
+    pub(crate) fn add_documents<'a>(
+        &mut self,
+        documents: impl IntoIterator<Item = (&'a str, Document)>,
+    ) -> Result<(), LoadError> {
+        for (file, document) in documents {
+            let origin = Origin {
+                file: file.into(),
+                document: document.number,
+                item: None,
+            };
+            self.add_value(origin, document.value, None)?;
+        }
+        self.flush()
+    }
+
+    /// Routes one object; an error is returned after the objects before it are deserialized,
+    /// so that the first error in input order is the one reported.
     fn add_value(
+        &mut self,
+        origin: Origin,
+        value: Json,
+        item_defaults: Option<(&str, &str)>,
+    ) -> Result<(), LoadError> {
+        match self.route(origin, value, item_defaults) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.flush()?;
+                Err(e)
+            }
+        }
+    }
+
+    /// Deserializes the pending nodes and pods, in order: the first error in input order is
+    /// returned, and their unknown fields are recorded in input order.
+    pub(crate) fn flush(&mut self) -> Result<(), LoadError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let mut pending = std::mem::take(&mut self.pending);
+        let decode_one = |p: &mut Pending| {
+            let (origin, object) = (&p.head.origin, p.head.object.as_str());
+            if p.node {
+                decode_at("", p.value.take(), origin, object)
+                    .map(|(n, unknown)| (Decoded::Node(n), unknown))
+            } else {
+                decode_at("", p.value.take(), origin, object)
+                    .map(|(p, unknown)| (Decoded::Pod(p), unknown))
+            }
+        };
+        // Each part stops at its first error: nothing after it is used.
+        let decode_part = |part: &mut [Pending]| {
+            let mut out = Vec::with_capacity(part.len());
+            for item in part {
+                let result = decode_one(item);
+                let failed = result.is_err();
+                out.push(result);
+                if failed {
+                    break;
+                }
+            }
+            out
+        };
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+        let results: Vec<Result<(Decoded, Vec<String>), LoadError>> =
+            if threads < 2 || pending.len() < PARALLEL_MIN_PENDING {
+                decode_part(&mut pending)
+            } else {
+                let chunk = pending.len().div_ceil(threads);
+                let decode_part = &decode_part;
+                std::thread::scope(|scope| {
+                    let handles: Vec<_> = pending
+                        .chunks_mut(chunk)
+                        .map(|part| scope.spawn(move || decode_part(part)))
+                        .collect();
+                    let mut all = Vec::new();
+                    for h in handles {
+                        let part = h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+                        let failed = part.last().is_some_and(|r| r.is_err());
+                        all.extend(part);
+                        if failed {
+                            break;
+                        }
+                    }
+                    all
+                })
+            };
+        for (Pending { head, .. }, result) in pending.into_iter().zip(results) {
+            let (decoded, unknown) = result?;
+            self.note_unknown(unknown, &head.origin, &head.object);
+            match decoded {
+                Decoded::Node(n) => self.nodes.push(head.with_boxed(n)),
+                Decoded::Pod(p) => self.pods.push(head.with_boxed(p)),
+            }
+        }
+        Ok(())
+    }
+
+    fn route(
         &mut self,
         origin: Origin,
         mut value: Json,
@@ -175,6 +296,7 @@ impl Collected {
             } else {
                 String::new()
             };
+            self.flush()?;
             self.warnings.push(format!(
                 "warning: ignoring unsupported kind {kind}{name}{version_note} in {origin}"
             ));
@@ -239,17 +361,17 @@ impl Collected {
             object: object.clone(),
             namespace: namespace.clone(),
             name: name.clone(),
-            value: (),
+            value: Box::new(()),
         };
+        if kind != "Node" && kind != "Pod" {
+            self.flush()?;
+        }
         match kind.as_str() {
-            "Node" => {
-                let node = self.decode(value, &origin, &object)?;
-                self.nodes.push(head.with(node));
-            }
-            "Pod" => {
-                let pod = self.decode(value, &origin, &object)?;
-                self.pods.push(head.with(pod));
-            }
+            "Node" | "Pod" => self.pending.push(Pending {
+                head,
+                node: kind == "Node",
+                value,
+            }),
             "Namespace" => {
                 let ns = self.decode(value, &origin, &object)?;
                 self.namespaces.push(head.with(ns));
@@ -588,7 +710,13 @@ impl Collected {
         object: &str,
     ) -> Result<T, LoadError> {
         let (t, unknown) = decode_at("", value, origin, object)?;
-        for path in unknown {
+        self.note_unknown(unknown, origin, object);
+        Ok(t)
+    }
+
+    /// Records the fields an object's type does not define, each also as a warning.
+    fn note_unknown(&mut self, paths: Vec<String>, origin: &Origin, object: &str) {
+        for path in paths {
             let field = UnknownField {
                 origin: origin.clone(),
                 object: object.to_string(),
@@ -597,7 +725,6 @@ impl Collected {
             self.warnings.push(field.warning());
             self.unknown_fields.push(field);
         }
-        Ok(t)
     }
 }
 

@@ -1293,3 +1293,93 @@ fn the_kubernetes_api_version_is_the_k8s_openapi_feature() {
         "the workspace's k8s-openapi dependency has {feature}"
     );
 }
+
+/// A long input of nodes and pods with unknown fields, unsupported kinds and namespaces among
+/// them (runs of hundreds of nodes and pods, which are deserialized together on every core):
+/// the warnings come in input order, and of two bad objects the first is the one reported.
+#[test]
+fn long_inputs_keep_input_order_in_warnings_and_errors() {
+    let mut text = String::new();
+    let mut expected = Vec::new();
+    for i in 0..1500 {
+        match i % 600 {
+            7 => {
+                text.push_str(&format!(
+                    "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cm{i}}}\n---\n"
+                ));
+                expected.push(format!("unsupported kind ConfigMap \"cm{i}\""));
+            }
+            450 => text.push_str(&format!(
+                "apiVersion: v1\nkind: Namespace\nmetadata: {{name: ns{i}}}\n---\n"
+            )),
+            _ if i % 2 == 0 => {
+                let typo = i % 13 == 0;
+                text.push_str(&format!(
+                    "apiVersion: v1\nkind: Node\nmetadata: {{name: n{i}}}\nstatus:\n  \
+                     allocatable: {{cpu: '4', pods: '110'}}\n{}---\n",
+                    if typo {
+                        "  alocatable: {cpu: '1'}\n"
+                    } else {
+                        ""
+                    }
+                ));
+                if typo {
+                    expected.push(format!("Node n{i}: status.alocatable"));
+                }
+            }
+            _ => {
+                let typo = i % 11 == 0;
+                text.push_str(&format!(
+                    "apiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}}}\nspec:\n  containers:\n  \
+                     - name: c\n    image: i\n{}---\n",
+                    if typo { "    resource: {}\n" } else { "" }
+                ));
+                if typo {
+                    expected.push(format!("Pod default/p{i}: spec.containers[0].resource"));
+                }
+            }
+        }
+    }
+    let loaded = ok(&text);
+    assert_eq!(
+        loaded.cluster.pods.len() + loaded.cluster.nodes.len(),
+        1500 - 5
+    );
+    assert_eq!(
+        loaded.warnings.len(),
+        expected.len(),
+        "{:#?}",
+        loaded.warnings
+    );
+    for (warning, part) in loaded.warnings.iter().zip(&expected) {
+        assert_contains(warning, &[part]);
+    }
+    // The pods keep their input order.
+    let names: Vec<u32> = loaded
+        .cluster
+        .pods
+        .iter()
+        .map(|p| p.name[1..].parse().unwrap())
+        .collect();
+    assert!(names.is_sorted(), "{names:?}");
+
+    // Two bad pods far apart: the first is reported, whichever thread reads it.
+    for (first, second) in [(301, 999), (1003, 1103), (3, 1491)] {
+        let bad = text
+            .replace(
+                &format!("name: p{first}}}\nspec:\n  containers:\n  - name: c\n    image: i\n"),
+                &format!("name: p{first}}}\nspec:\n  containers: 7\n"),
+            )
+            .replace(
+                &format!("name: p{second}}}\nspec:\n  containers:\n"),
+                &format!("name: p{second}}}\nspec:\n  priority: high\n  containers:\n"),
+            );
+        assert_contains(
+            &err(&bad),
+            &[&format!("Pod default/p{first}"), "spec.containers"],
+        );
+        // A duplicate after a bad pod: the bad pod is reported.
+        let dup = bad.replace(&format!("name: p{second}}}"), "name: p5}");
+        assert_contains(&err(&dup), &[&format!("Pod default/p{first}")]);
+    }
+}

@@ -42,17 +42,17 @@ impl Ctx<'_> {
 
     /// Parses a quantity of resource `resource` into an integer amount: milli-CPU for `cpu`,
     /// whole units (bytes, devices) for everything else, rounded up. Negative amounts are
-    /// rejected.
-    pub(crate) fn amount(
+    /// rejected. `path` makes the field's path, called only for a message.
+    fn amount(
         &self,
-        path: &str,
+        path: impl Fn() -> String,
         resource: &str,
         quantity: &K8sQuantity,
     ) -> Result<i64, LoadError> {
         let error = |message: String| LoadError::Quantity {
             origin: self.origin.clone(),
             object: self.object.to_string(),
-            path: path.to_string(),
+            path: path(),
             message,
         };
         let q = Quantity::parse(&quantity.0).map_err(|e| error(e.to_string()))?;
@@ -118,7 +118,7 @@ impl Ctx<'_> {
     ) -> Result<requests::Amounts, LoadError> {
         let mut out = requests::Amounts::new();
         for (name, q) in map.into_iter().flatten() {
-            let value = self.amount(&format!("{path}.{name}"), name, q)?;
+            let value = self.amount(|| format!("{path}.{name}"), name, q)?;
             out.insert(name.clone(), value);
         }
         Ok(out)
@@ -138,6 +138,91 @@ pub(crate) fn resource_list(
         list.set(names.intern(name), *value);
     }
     list
+}
+
+/// Lists shorter than this are converted on one thread.
+const PARALLEL_MIN_OBJECTS: usize = 512;
+
+fn threads_for(len: usize) -> usize {
+    if len < PARALLEL_MIN_OBJECTS {
+        return 1;
+    }
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+}
+
+/// Converts `entries` in order, on every core for long lists: the result, the warnings and
+/// the first error are those of converting them one after another. Every resource name is
+/// interned before (so each thread's copy of `names` only looks names up); if a thread's
+/// copy had to add one all the same, the list is converted again on one thread, so ids stay
+/// those of the one-thread pass.
+fn convert_all<T: Sync, U: Send>(
+    entries: &[T],
+    names: &mut ResourceNames,
+    warnings: &mut Vec<String>,
+    convert: impl Fn(&T, &mut ResourceNames, &mut Vec<String>) -> Result<U, LoadError> + Sync,
+) -> Result<Vec<U>, LoadError> {
+    let serial = |names: &mut ResourceNames, warnings: &mut Vec<String>| {
+        entries
+            .iter()
+            .map(|e| convert(e, names, warnings))
+            .collect::<Result<Vec<U>, LoadError>>()
+    };
+    let threads = threads_for(entries.len());
+    if threads < 2 {
+        return serial(names, warnings);
+    }
+    let known = names.len();
+    let chunk = entries.len().div_ceil(threads);
+    let shared: &ResourceNames = names;
+    let convert = &convert;
+    // Per part: its conversions, its warnings, and whether its copy of `names` stayed as is.
+    type Part<U> = (Result<Vec<U>, LoadError>, Vec<String>, bool);
+    let parts: Vec<Part<U>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = entries
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    let mut names = shared.clone();
+                    let mut warnings = Vec::new();
+                    let out = part
+                        .iter()
+                        .map(|e| convert(e, &mut names, &mut warnings))
+                        .collect::<Result<Vec<U>, LoadError>>();
+                    (out, warnings, names.len() == known)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    if parts.iter().any(|(_, _, same)| !same) {
+        return serial(names, warnings);
+    }
+    let mut out = Vec::with_capacity(entries.len());
+    for (part, part_warnings, _) in parts {
+        warnings.extend(part_warnings);
+        out.extend(part?);
+    }
+    Ok(out)
+}
+
+/// Drops a long list of objects on every core (freeing a typed object costs about as much as
+/// converting it).
+fn drop_all<T: Send>(mut entries: Vec<T>) {
+    let threads = threads_for(entries.len());
+    if threads < 2 {
+        return;
+    }
+    let chunk = entries.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        while entries.len() > chunk {
+            let tail = entries.split_off(entries.len() - chunk);
+            scope.spawn(move || drop(tail));
+        }
+        drop(entries);
+    });
 }
 
 /// Builds the cluster from everything collected. Nothing is returned unless all of it is
@@ -205,17 +290,17 @@ pub(crate) fn build(mut collected: Collected) -> Result<Loaded, LoadError> {
         cluster.resources.intern(name);
     }
 
-    let mut model_nodes = Vec::with_capacity(nodes.len());
-    for n in &nodes {
-        model_nodes.push(node::node(n, &mut cluster.resources, &mut warnings)?);
-    }
+    let mut model_nodes = convert_all(&nodes, &mut cluster.resources, &mut warnings, node::node)?;
     model_nodes.sort_by(|a, b| a.name.cmp(&b.name));
     cluster.nodes = model_nodes;
-
-    for p in &pods {
-        let pod = pod::pod(p, &priorities, &mut cluster.resources)?;
-        cluster.pods.push(pod);
-    }
+    cluster.pods = convert_all(
+        &pods,
+        &mut cluster.resources,
+        &mut warnings,
+        |p, names, _| pod::pod(p, &priorities, names),
+    )?;
+    drop_all(nodes);
+    drop_all(pods);
 
     for b in &pod_disruption_budgets {
         cluster

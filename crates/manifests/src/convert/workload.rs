@@ -334,7 +334,7 @@ pub(crate) fn pod_group(
         origin: &entry.origin,
         object: &entry.object,
     };
-    let (pg, status) = &entry.value;
+    let (pg, status) = &*entry.value;
     let spec = &pg.spec;
     let policy = pod_group_policy(&ctx, "spec.schedulingPolicy", &spec.scheduling_policy)?;
     let topology_key = topology_key(

@@ -186,7 +186,7 @@ impl<'a> Existing<'a> {
         self.pods
             .iter()
             .filter(move |e| e.namespace.as_deref() == Some(namespace))
-            .map(|e| &e.value)
+            .map(|e| &*e.value)
     }
 }
 
@@ -332,7 +332,7 @@ pub(crate) fn expand(collected: &mut Collected) -> Result<(), LoadError> {
     let mut new_pods = Vec::new();
     for entry in &objects {
         let namespace = entry.namespace.clone().unwrap_or_default();
-        let (api_version, kind, meta) = match &entry.value {
+        let (api_version, kind, meta) = match &*entry.value {
             Object::RayCluster(o) => ("ray.io/v1", "RayCluster", &o.metadata),
             Object::RayJob(o) => ("ray.io/v1", "RayJob", &o.metadata),
             Object::Job(o) => ("batch/v1", "Job", &o.metadata),
@@ -358,7 +358,7 @@ pub(crate) fn expand(collected: &mut Collected) -> Result<(), LoadError> {
         let existing = Existing {
             pods: &collected.pods,
         };
-        let expansion = match &entry.value {
+        let expansion = match &*entry.value {
             Object::RayCluster(o) => ray::expand_cluster(&owner, o, &existing)?,
             Object::RayJob(o) => ray::expand_job(&owner, o, &existing)?,
             Object::Job(o) => job::expand(&owner, o, &existing)?,
@@ -401,7 +401,7 @@ fn add_expansion(
         object: format!("{kind} {ns}/{name} (from {})", owner.object),
         namespace: Some(ns.clone()),
         name: name.to_string(),
-        value: (),
+        value: Box::new(()),
     };
     for w in expansion.workloads {
         let name = w.metadata.name.clone().unwrap_or_default();
