@@ -356,19 +356,10 @@ fn prescan_yaml_within(
 
 /// YAML texts at least this large are parsed in parallel, in pieces of whole documents.
 const PARALLEL_MIN_BYTES: usize = 1 << 20;
-/// At most this many threads parse one text.
-const MAX_PARSE_THREADS: usize = 8;
 
 fn parse_yaml(file: &str, text: &str) -> Result<Vec<Document>, LoadError> {
     let prescan = prescan_yaml(file, text)?;
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(MAX_PARSE_THREADS);
-    let threads = if text.len() >= PARALLEL_MIN_BYTES {
-        threads
-    } else {
-        1
-    };
+    let threads = crate::threads_for(text.len(), PARALLEL_MIN_BYTES);
     if let Some(documents) = parse_yaml_pieces(text, &prescan, threads) {
         return Ok(documents);
     }

@@ -47,6 +47,15 @@ pub use convert::one::{Converted, convert_object, converts_alone};
 pub use error::{LoadError, Origin};
 pub use unknown::UnknownField;
 
+/// How many threads share `work` units of a kind that is worth splitting from `min_work` units
+/// on: every core, at most 8; one below `min_work`.
+pub(crate) fn threads_for(work: usize, min_work: usize) -> usize {
+    if work < min_work {
+        return 1;
+    }
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+}
+
 /// The Kubernetes API version whose types manifests are read into (k8s-openapi's `v1_37`
 /// feature in the workspace Cargo.toml).
 pub const KUBERNETES_API_VERSION: &str = "1.37";

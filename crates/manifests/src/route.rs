@@ -215,30 +215,29 @@ impl Collected {
             }
             out
         };
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
-        let results: Vec<Result<(Decoded, Vec<String>), LoadError>> =
-            if threads < 2 || pending.len() < PARALLEL_MIN_PENDING {
-                decode_part(&mut pending)
-            } else {
-                let chunk = pending.len().div_ceil(threads);
-                let decode_part = &decode_part;
-                std::thread::scope(|scope| {
-                    let handles: Vec<_> = pending
-                        .chunks_mut(chunk)
-                        .map(|part| scope.spawn(move || decode_part(part)))
-                        .collect();
-                    let mut all = Vec::new();
-                    for h in handles {
-                        let part = h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-                        let failed = part.last().is_some_and(|r| r.is_err());
-                        all.extend(part);
-                        if failed {
-                            break;
-                        }
+        let threads = crate::threads_for(pending.len(), PARALLEL_MIN_PENDING);
+        let results: Vec<Result<(Decoded, Vec<String>), LoadError>> = if threads < 2 {
+            decode_part(&mut pending)
+        } else {
+            let chunk = pending.len().div_ceil(threads);
+            let decode_part = &decode_part;
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = pending
+                    .chunks_mut(chunk)
+                    .map(|part| scope.spawn(move || decode_part(part)))
+                    .collect();
+                let mut all = Vec::new();
+                for h in handles {
+                    let part = h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+                    let failed = part.last().is_some_and(|r| r.is_err());
+                    all.extend(part);
+                    if failed {
+                        break;
                     }
-                    all
-                })
-            };
+                }
+                all
+            })
+        };
         for (Pending { head, .. }, result) in pending.into_iter().zip(results) {
             let (decoded, unknown) = result?;
             self.note_unknown(unknown, &head.origin, &head.object);

@@ -144,10 +144,7 @@ pub(crate) fn resource_list(
 const PARALLEL_MIN_OBJECTS: usize = 512;
 
 fn threads_for(len: usize) -> usize {
-    if len < PARALLEL_MIN_OBJECTS {
-        return 1;
-    }
-    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+    crate::threads_for(len, PARALLEL_MIN_OBJECTS)
 }
 
 /// Converts `entries` in order, on every core for long lists: the result, the warnings and
