@@ -92,6 +92,21 @@ fn federate_text(dir: &Path, karmada: &str, extra: &[&str]) -> (serde_json::Valu
     (serde_json::from_slice(&out.stdout).expect("JSON"), stderr)
 }
 
+/// [`federate_text`] asking gpu-cluster's estimator at `address`; the estimator answers, so
+/// nothing is written to stderr.
+fn federate_asking(dir: &Path, karmada: &str, address: &str) -> serde_json::Value {
+    let (out, stderr) = federate_text(
+        dir,
+        karmada,
+        &["--estimator", &format!("gpu-cluster={address}")],
+    );
+    assert!(
+        stderr.is_empty(),
+        "no warning when the estimator answers: {stderr}"
+    );
+    out
+}
+
 fn estimate_of(d: &serde_json::Value) -> (i64, String) {
     let e = d["estimates"]
         .as_array()
@@ -117,14 +132,7 @@ fn the_members_estimator_answers_exactly_over_grpc() {
 
     // The estimator counts the GPUs: 8, so 10 replicas do not fit.
     let estimator = estimator_process::start("gpu-cluster", &estimator_process::gpu_member_files());
-    let (exact, stderr) = federate(
-        &dir,
-        &["--estimator", &format!("gpu-cluster={}", estimator.1)],
-    );
-    assert!(
-        stderr.is_empty(),
-        "no warning when the estimator answers: {stderr}"
-    );
+    let exact = federate_asking(&dir, &karmada(), &estimator.1);
     assert_eq!(estimate_of(&exact), (8, "member".to_string()));
     assert_eq!(exact["placements"].as_array().unwrap().len(), 0, "{exact}");
     assert_eq!(exact["unschedulable"][0]["binding"], "ml/train", "{exact}");
@@ -266,15 +274,7 @@ fn the_members_estimator_chooses_the_victims_over_grpc() {
     // The estimator sees every GPU taken, and chooses the victims on the member: evicting
     // both candidates makes room, web is reprieved (its pods hold no GPU), batch goes.
     let estimator = estimator_process::start("gpu-cluster", &files);
-    let (exact, stderr) = federate_text(
-        &dir,
-        &preemption(),
-        &["--estimator", &format!("gpu-cluster={}", estimator.1)],
-    );
-    assert!(
-        stderr.is_empty(),
-        "no warning when the estimator answers: {stderr}"
-    );
+    let exact = federate_asking(&dir, &preemption(), &estimator.1);
     let preempted: Vec<(&str, &str, i64)> = exact["preemptions"]
         .as_array()
         .unwrap()
@@ -358,15 +358,7 @@ fn the_members_estimator_counts_whole_component_sets_over_grpc() {
 
     // MaxAvailableComponentSets: eight GPUs hold the three 2-GPU workers of one set.
     let estimator = estimator_process::start("gpu-cluster", &estimator_process::gpu_member_files());
-    let (exact, stderr) = federate_text(
-        &dir,
-        &components(),
-        &["--estimator", &format!("gpu-cluster={}", estimator.1)],
-    );
-    assert!(
-        stderr.is_empty(),
-        "no warning when the estimator answers: {stderr}"
-    );
+    let exact = federate_asking(&dir, &components(), &estimator.1);
     assert_eq!(sets(&exact), (1, "member".to_string()));
     assert_eq!(
         exact["placements"][0]["clusters"],

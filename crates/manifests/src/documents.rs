@@ -997,6 +997,14 @@ mod tests {
         for text in cases {
             assert_eq!(read(text), general(text), "{text}");
         }
+        // The ordinary cases (merges of mappings, numbers, scalars of every style, anchors) are read by
+        // the fast path itself, not left to the general one.
+        for text in [
+            cases[0], cases[1], cases[2], cases[3], cases[16], cases[19], cases[21],
+        ] {
+            let prescan = prescan_yaml("f.yaml", text).unwrap();
+            assert!(parse_yaml_pieces(text, &prescan, 1).is_some(), "{text}");
+        }
         // The same amid other documents parsed in pieces: a piece gives the general path's
         // documents, or leaves the whole text to it.
         for text in cases {
