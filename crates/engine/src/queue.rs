@@ -26,8 +26,6 @@
 //! those rules a pod left parked would have failed had it been offered, so the decisions
 //! are the same as offering every pending pod every time.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use rustc_hash::FxHashMap as HashMap;
 
 use lockstep_model::{NodeId, Pod, PodId, WhenUnsatisfiable};
@@ -94,23 +92,35 @@ enum Wake {
     Any,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 struct Parked {
+    pod: PodId,
     position: u64,
     wake: Wake,
     /// The pod's group (`namespace/podGroup`, interned) when it belongs to one.
     group: Option<u32>,
 }
 
+/// A pod's signature id not asked yet.
+const UNSIGNED: u32 = u32::MAX;
+/// A pod that cannot be signed.
+const NO_SIGNATURE: u32 = u32::MAX - 1;
+/// Not parked.
+const NOT_PARKED: u32 = u32::MAX;
+
 /// Pods that did not fit, each waiting for a change that may help it.
 #[derive(Debug, Default)]
 pub struct Queue {
-    parked: BTreeMap<PodId, Parked>,
+    /// The parked pods, in no particular order.
+    parked: Vec<Parked>,
+    /// Per pod index: its place in `parked` (`NOT_PARKED` when it is not there).
+    place: Vec<u32>,
     /// Group ids by namespace and name.
     group_ids: HashMap<String, HashMap<String, u32>>,
-    /// Signature ids of pods asked once (`None`: the pod cannot be signed), kept while the
-    /// pod is pending (a pod object that changes wakes it and is asked again).
-    signature_of: HashMap<PodId, Option<u32>>,
+    /// Per pod index: the id of its signature, asked once (`UNSIGNED` before that,
+    /// `NO_SIGNATURE` when it cannot be signed), kept while the pod is pending (a pod
+    /// object that changes wakes it and is asked again).
+    signature_of: Vec<u32>,
     signature_ids: HashMap<Signature, u32>,
 }
 
@@ -139,7 +149,9 @@ impl Queue {
     }
 
     pub fn contains(&self, pod: PodId) -> bool {
-        self.parked.contains_key(&pod)
+        self.place
+            .get(pod.index())
+            .is_some_and(|&at| at != NOT_PARKED)
     }
 
     /// Parks `pod`, which did not fit in an attempt that started at `position` of the
@@ -171,42 +183,75 @@ impl Queue {
                 }
             }
         });
-        self.parked.insert(
+        let entry = Parked {
             pod,
-            Parked {
-                position,
-                wake,
-                group,
-            },
-        );
+            position,
+            wake,
+            group,
+        };
+        let i = pod.index();
+        if i >= self.place.len() {
+            self.place.resize(i + 1, NOT_PARKED);
+        }
+        match self.place[i] {
+            NOT_PARKED => {
+                self.place[i] = self.parked.len() as u32;
+                self.parked.push(entry);
+            }
+            at => self.parked[at as usize] = entry,
+        }
     }
 
     /// Takes `pod` out (it was placed, or is gone).
     pub fn remove(&mut self, pod: PodId) {
-        self.parked.remove(&pod);
-        self.signature_of.remove(&pod);
+        self.unpark(pod);
+        if let Some(s) = self.signature_of.get_mut(pod.index()) {
+            *s = UNSIGNED;
+        }
+    }
+
+    /// Takes `pod` out of `parked` (its signature stays known).
+    fn unpark(&mut self, pod: PodId) {
+        let Some(&at) = self.place.get(pod.index()) else {
+            return;
+        };
+        if at == NOT_PARKED {
+            return;
+        }
+        self.place[pod.index()] = NOT_PARKED;
+        self.parked.swap_remove(at as usize);
+        if let Some(moved) = self.parked.get(at as usize) {
+            self.place[moved.pod.index()] = at;
+        }
     }
 
     /// The id of `pod`'s signature, computed once while it waits.
     fn signature(&mut self, scheduler: &mut Scheduler, pod: PodId) -> Option<u32> {
-        if let Some(&s) = self.signature_of.get(&pod) {
-            return s;
+        let i = pod.index();
+        if i >= self.signature_of.len() {
+            self.signature_of.resize(i + 1, UNSIGNED);
         }
-        let id = scheduler
-            .framework
-            .signature_of(&scheduler.snapshot, pod)
-            .map(|sig| {
-                let next = self.signature_ids.len() as u32;
-                *self.signature_ids.entry(sig).or_insert(next)
-            });
-        self.signature_of.insert(pod, id);
-        id
+        let id = match self.signature_of[i] {
+            UNSIGNED => {
+                let id = match scheduler.framework.signature_of(&scheduler.snapshot, pod) {
+                    Some(sig) => {
+                        let next = self.signature_ids.len() as u32;
+                        *self.signature_ids.entry(sig).or_insert(next)
+                    }
+                    None => NO_SIGNATURE,
+                };
+                self.signature_of[i] = id;
+                id
+            }
+            id => id,
+        };
+        (id != NO_SIGNATURE).then_some(id)
     }
 
     /// Takes out and returns, in id order, the pods a change since they were parked may
     /// have made schedulable (with every other parked pod of their groups).
     pub fn wake(&mut self, scheduler: &mut Scheduler) -> Vec<PodId> {
-        let oldest = self.parked.values().map(|p| p.position).min();
+        let oldest = self.parked.iter().map(|p| p.position).min();
         let Some(oldest) = oldest else {
             let end = scheduler.changes.position();
             scheduler.changes.trim(end);
@@ -215,48 +260,64 @@ impl Queue {
         let log = LogSummary::of(&scheduler.changes, oldest);
         // Per signature id: the latest position at which a node it fits now was freed.
         let mut latest_fit: HashMap<u32, Option<u64>> = HashMap::default();
-        let mut woken: BTreeSet<PodId> = BTreeSet::new();
-        let mut groups: BTreeSet<u32> = BTreeSet::new();
-        let parked_pods: Vec<(PodId, u64, Wake, Option<u32>)> = self
-            .parked
-            .iter()
-            .map(|(&pod, p)| (pod, p.position, p.wake, p.group))
-            .collect();
-        for (pod, p, wake, group) in parked_pods {
+        let mut woken: Vec<PodId> = Vec::new();
+        let mut groups: Vec<u32> = Vec::new();
+        let parked = std::mem::take(&mut self.parked);
+        let mut kept: Vec<Parked> = Vec::with_capacity(parked.len());
+        for entry in parked {
+            let pod = entry.pod;
             // A pod placed or deleted by an object change since it was parked waits for
             // nothing (and must not answer for its signature).
             if !scheduler.snapshot.is_live(pod) || scheduler.snapshot.node_of(pod).is_some() {
-                self.remove(pod);
-                continue;
-            }
-            if p >= log.end {
-                continue;
-            }
-            if self.wakes(scheduler, pod, p, wake, &log, &mut latest_fit) {
-                woken.insert(pod);
-                if let Some(g) = group {
-                    groups.insert(g);
+                self.place[pod.index()] = NOT_PARKED;
+                if let Some(s) = self.signature_of.get_mut(pod.index()) {
+                    *s = UNSIGNED;
                 }
+                continue;
+            }
+            if entry.position < log.end
+                && self.wakes(
+                    scheduler,
+                    pod,
+                    entry.position,
+                    entry.wake,
+                    &log,
+                    &mut latest_fit,
+                )
+            {
+                self.place[pod.index()] = NOT_PARKED;
+                woken.push(pod);
+                groups.extend(entry.group);
+            } else {
+                kept.push(entry);
             }
         }
         if !groups.is_empty() {
-            for (&pod, parked) in &self.parked {
-                if parked.group.is_some_and(|g| groups.contains(&g)) {
-                    woken.insert(pod);
+            groups.sort_unstable();
+            kept.retain(|entry| {
+                let wakes = entry
+                    .group
+                    .is_some_and(|g| groups.binary_search(&g).is_ok());
+                if wakes {
+                    self.place[entry.pod.index()] = NOT_PARKED;
+                    woken.push(entry.pod);
                 }
-            }
+                !wakes
+            });
         }
-        for pod in &woken {
-            self.parked.remove(pod);
+        for (at, entry) in kept.iter().enumerate() {
+            self.place[entry.pod.index()] = at as u32;
         }
+        self.parked = kept;
         let oldest = self
             .parked
-            .values()
+            .iter()
             .map(|p| p.position)
             .min()
             .unwrap_or(log.end);
         scheduler.changes.trim(oldest);
-        woken.into_iter().collect()
+        woken.sort_unstable();
+        woken
     }
 
     /// Whether a change logged since position `p` (where `pod` was parked) may help it,

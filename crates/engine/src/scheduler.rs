@@ -878,33 +878,47 @@ impl Scheduler {
 
     fn sort_units(&self, index: &GroupIndex, units: &mut [Unit]) {
         let cluster = std::sync::Arc::clone(&self.snapshot.cluster);
-        let key = |u: &Unit| -> (i32, i64, String) {
+        // (priority, creation time, then the key `namespace/name` byte by byte, as the
+        // key's string compares), without building the pods' keys.
+        let key = |u: &Unit| -> (i32, i64, &str, Option<&str>) {
             match *u {
                 Unit::Pod(p) => {
                     let pod = &cluster.pods[p.index()];
                     (
                         pod.priority,
                         pod.creation_timestamp.unwrap_or(i64::MAX),
-                        pod.key(),
+                        &pod.namespace,
+                        Some(&pod.name),
                     )
                 }
                 Unit::Group(g) => (
                     index.groups[g].priority,
                     cluster.pod_groups[g].creation_timestamp.unwrap_or(i64::MAX),
-                    index.groups[g].key.clone(),
+                    &index.groups[g].key,
+                    None,
                 ),
                 Unit::Composite(c) => (
                     index.composites[c].priority,
                     cluster.composite_pod_groups[c]
                         .creation_timestamp
                         .unwrap_or(i64::MAX),
-                    index.composites[c].key.clone(),
+                    &index.composites[c].key,
+                    None,
                 ),
             }
         };
-        units.sort_by_cached_key(|u| {
-            let (p, t, k) = key(u);
-            (std::cmp::Reverse(p), t, k)
+        fn text<'a>(head: &'a str, name: Option<&'a str>) -> impl Iterator<Item = u8> + 'a {
+            let slash: &[u8] = if name.is_some() { b"/" } else { b"" };
+            head.bytes()
+                .chain(slash.iter().copied())
+                .chain(name.unwrap_or_default().bytes())
+        }
+        units.sort_by(|a, b| {
+            let (pa, ta, ha, na) = key(a);
+            let (pb, tb, hb, nb) = key(b);
+            pb.cmp(&pa)
+                .then(ta.cmp(&tb))
+                .then_with(|| text(ha, na).cmp(text(hb, nb)))
         });
     }
 }

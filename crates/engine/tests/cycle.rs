@@ -272,3 +272,41 @@ fn a_pre_filter_rejection_before_dynamic_resources_ends_post_filter_with_not_fou
          preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
     );
 }
+
+#[test]
+fn pods_are_tried_by_priority_then_age_then_key_as_a_string() {
+    // One node with room for one pod at a time; the pods that win show the order.
+    let order = |pods: &[(&str, &str, i32, Option<i64>)]| -> String {
+        let mut c = Cluster::default();
+        let node = testkit::node(&mut c, "n", 1000, 8 * GI, 110);
+        c.nodes.push(node);
+        for &(ns, name, priority, created) in pods {
+            let mut pod = testkit::pod(&mut c, name, 1000, GI);
+            pod.namespace = ns.into();
+            pod.priority = priority;
+            pod.creation_timestamp = created;
+            c.pods.push(pod);
+        }
+        let c = testkit::finish(c);
+        let d = schedule(&c, Options::default()).unwrap();
+        let p = d.bindings[0].0;
+        c.pods[p.index()].key()
+    };
+    // "a-b/y" sorts before "a/x" as a string ('-' < '/'), though "a" < "a-b" as a namespace.
+    assert_eq!(
+        order(&[("a", "x", 0, Some(5)), ("a-b", "y", 0, Some(5))]),
+        "a-b/y"
+    );
+    assert_eq!(
+        order(&[("a-b", "y", 0, Some(5)), ("a", "x", 0, Some(5))]),
+        "a-b/y"
+    );
+    assert_eq!(order(&[("a", "ab", 0, None), ("a", "a", 0, None)]), "a/a");
+    // Age before the key, a pod without a creation time last; priority before both.
+    assert_eq!(
+        order(&[("a", "x", 0, Some(5)), ("z", "z", 0, Some(4))]),
+        "z/z"
+    );
+    assert_eq!(order(&[("z", "z", 0, None), ("a", "x", 0, Some(9))]), "a/x");
+    assert_eq!(order(&[("a", "x", 0, Some(1)), ("z", "z", 1, None)]), "z/z");
+}

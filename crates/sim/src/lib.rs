@@ -18,6 +18,7 @@ pub mod data;
 pub mod fragmentation;
 pub mod generate;
 pub mod metrics;
+mod podset;
 pub mod policy;
 pub mod progress;
 pub mod readers;

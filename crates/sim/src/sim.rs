@@ -28,13 +28,14 @@
 //! another cycle at the same time offers the victims again.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap};
 use std::time::{Duration, Instant};
 
 use lockstep_engine::SetupError;
 use lockstep_engine::{Options, Queue, Scheduler};
 use lockstep_model::{NodeId, PodId, ResourceId};
 
+use crate::podset::PodSet;
 use crate::policy::Policy;
 use crate::trace::Trace;
 
@@ -168,7 +169,9 @@ pub struct Simulation<'t> {
     pod_job: Vec<u32>,
     pod_node: Vec<Option<NodeId>>,
     /// Arrived pods not bound.
-    pending: BTreeSet<PodId>,
+    pending: PodSet,
+    /// How many pending pods have each GPU shape (pods with GPUs only).
+    pending_shapes: BTreeMap<Shape, u32>,
     /// Pods that became pending since the last cycle.
     fresh: Vec<PodId>,
     /// Pending pods that did not fit, until a change may help them.
@@ -252,7 +255,8 @@ impl<'t> Simulation<'t> {
             ],
             pod_job,
             pod_node: vec![None; cluster.pods.len()],
-            pending: BTreeSet::new(),
+            pending: PodSet::default(),
+            pending_shapes: BTreeMap::new(),
             fresh: Vec::new(),
             queue: Queue::new(),
             cycle_scheduled: None,
@@ -401,15 +405,42 @@ impl<'t> Simulation<'t> {
     }
 
     fn arrive(&mut self, j: usize) {
-        let job = &self.trace.jobs[j];
+        let trace = self.trace;
+        let job = &trace.jobs[j];
         let state = &mut self.jobs[j];
         state.phase = Phase::Pending;
         state.pending_since = self.now;
         self.pending_jobs += 1;
         for &p in &job.pods {
-            self.pending.insert(p);
+            self.make_pending(p);
             self.fresh.push(p);
         }
+    }
+
+    /// Adds `p` to the pending pods.
+    fn make_pending(&mut self, p: PodId) {
+        if self.pending.insert(p)
+            && let Some(shape) = self.gpu_shapes[p.index()]
+        {
+            *self.pending_shapes.entry(shape).or_default() += 1;
+        }
+    }
+
+    /// Takes `p` out of the pending pods; returns whether it was there.
+    fn unpend(&mut self, p: PodId) -> bool {
+        if !self.pending.remove(p) {
+            return false;
+        }
+        if let Some(shape) = self.gpu_shapes[p.index()]
+            && let std::collections::btree_map::Entry::Occupied(mut e) =
+                self.pending_shapes.entry(shape)
+        {
+            *e.get_mut() -= 1;
+            if *e.get() == 0 {
+                e.remove();
+            }
+        }
+        true
     }
 
     /// Returns whether the completion was current (not made stale by an eviction).
@@ -429,12 +460,13 @@ impl<'t> Simulation<'t> {
 
     /// Unbinds every bound pod of job `j` and drops its pending pods.
     fn release_job(&mut self, j: usize) {
-        for &p in &self.trace.jobs[j].pods {
+        let trace = self.trace;
+        for &p in &trace.jobs[j].pods {
             if let Some(node) = self.pod_node[p.index()].take() {
                 self.scheduler.release(p);
                 self.account(p, node, -1);
             }
-            self.pending.remove(&p);
+            self.unpend(p);
             self.queue.remove(p);
         }
         self.jobs[j].bound = 0;
@@ -503,7 +535,8 @@ impl<'t> Simulation<'t> {
     /// Releases job `j`'s pods and makes them pending again; a running job loses its
     /// progress.
     fn requeue(&mut self, j: usize) {
-        let job = &self.trace.jobs[j];
+        let trace = self.trace;
+        let job = &trace.jobs[j];
         let was_running = self.jobs[j].phase == Phase::Running;
         self.release_job(j);
         let now = self.now;
@@ -532,7 +565,7 @@ impl<'t> Simulation<'t> {
             self.pending_jobs += 1;
         }
         for &p in &job.pods {
-            self.pending.insert(p);
+            self.make_pending(p);
             self.fresh.push(p);
         }
     }
@@ -541,7 +574,7 @@ impl<'t> Simulation<'t> {
         let t0 = Instant::now();
         let mut offered: Vec<PodId> = self.queue.wake(&mut self.scheduler);
         offered.append(&mut self.fresh);
-        offered.retain(|p| self.pending.contains(p));
+        offered.retain(|&p| self.pending.contains(p));
         offered.sort_unstable();
         offered.dedup();
         if offered.is_empty() {
@@ -569,7 +602,7 @@ impl<'t> Simulation<'t> {
         unproven.extend(decisions.skipped.iter().map(|(p, _)| *p));
         unproven.sort_unstable();
         for p in offered {
-            if self.pending.contains(&p) {
+            if self.pending.contains(p) {
                 let proven = unproven.binary_search(&p).is_err();
                 self.queue.park(&self.scheduler, p, position, proven);
             }
@@ -577,7 +610,7 @@ impl<'t> Simulation<'t> {
     }
 
     fn bind(&mut self, pod: PodId, node: NodeId) {
-        if !self.pending.remove(&pod) {
+        if !self.unpend(pod) {
             return;
         }
         self.pod_node[pod.index()] = Some(node);
@@ -626,12 +659,7 @@ impl<'t> Simulation<'t> {
     /// over several partly shared devices.
     fn fragmentation(&self) -> (i64, i64) {
         let snap = &self.scheduler.snapshot;
-        let shapes: Vec<Shape> = self
-            .pending
-            .iter()
-            .filter_map(|p| self.gpu_shapes[p.index()])
-            .collect();
-        let shapes = pareto_minimal(shapes);
+        let shapes = pareto_minimal(self.pending_shapes.keys().copied().collect());
         fragmented_gpus(snap.num_nodes(), &shapes, |n| {
             let n = NodeId(n as u32);
             let free = |r| snap.allocatable(n, r) - snap.requested(n, r);

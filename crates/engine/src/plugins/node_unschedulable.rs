@@ -33,12 +33,12 @@ pub const UNSCHEDULABLE: Reason = Reason {
 };
 
 fn tolerates_unschedulable(pod: &Pod) -> bool {
-    let taint = Taint {
+    static TAINT: std::sync::LazyLock<Taint> = std::sync::LazyLock::new(|| Taint {
         key: "node.kubernetes.io/unschedulable".into(),
         value: String::new(),
         effect: TaintEffect::NoSchedule,
-    };
-    tolerated(&pod.tolerations, &taint)
+    });
+    tolerated(&pod.tolerations, &TAINT)
 }
 
 impl Plugin for NodeUnschedulable {
