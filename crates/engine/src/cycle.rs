@@ -384,10 +384,10 @@ impl Framework {
         } else {
             0
         };
+        let nodes = candidates.unwrap_or(snap.nodes());
         let mut processed = 0;
-        for k in 0..n {
-            let i = (start + k) % n;
-            let node = candidates.unwrap_or(snap.nodes())[i];
+        // The nodes from `start` on, then from the first (no division per node).
+        for &node in nodes[start..n].iter().chain(&nodes[..start]) {
             processed += 1;
             self.reasons.clear();
             let fits = self

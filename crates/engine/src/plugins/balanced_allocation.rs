@@ -72,28 +72,53 @@ impl Plugin for BalancedAllocation {
             .any(|r| pod.requests.get(*r) > 0)
     }
     fn score(&self, snap: &ClusterState, pod: &Pod, _state: &CycleState, node: NodeId) -> i64 {
-        // At most a handful of resources: keep the fractions on the stack.
-        let mut with_pod = [0f64; 8];
-        let mut without_pod = [0f64; 8];
-        let mut n = 0usize;
-        for r in self.resources.iter().flatten() {
-            let pod_req = pod.requests.get(*r);
-            if r.0 > ResourceId::PODS.0 && pod_req == 0 {
-                continue;
-            }
-            let capacity = snap.allocatable(node, *r);
-            if capacity == 0 {
-                continue;
-            }
-            let requested = snap.requested(node, *r);
-            if n < with_pod.len() {
-                with_pod[n] = ((requested + pod_req) as f64 / capacity as f64).min(1.0);
-                without_pod[n] = (requested as f64 / capacity as f64).min(1.0);
-                n += 1;
-            }
-        }
-        improvement_score(balance(&with_pod[..n]), balance(&without_pod[..n]))
+        node_score(snap, &self.requests(pod), node)
     }
+    fn score_nodes(
+        &self,
+        snap: &ClusterState,
+        pod: &Pod,
+        _state: &CycleState,
+        nodes: &[NodeId],
+        out: &mut Vec<i64>,
+    ) {
+        let requests = self.requests(pod);
+        out.extend(nodes.iter().map(|&n| node_score(snap, &requests, n)));
+    }
+}
+
+impl BalancedAllocation {
+    /// The scored resources that count for `pod` with its request for each: a scalar
+    /// resource counts only when the pod asks for it.
+    fn requests(&self, pod: &Pod) -> Vec<(ResourceId, i64)> {
+        self.resources
+            .iter()
+            .flatten()
+            .map(|&r| (r, pod.requests.get(r)))
+            .filter(|&(r, pod_req)| r.0 <= ResourceId::PODS.0 || pod_req != 0)
+            .collect()
+    }
+}
+
+/// The score of `node` for a pod with `requests` (from [`BalancedAllocation::requests`]).
+fn node_score(snap: &ClusterState, requests: &[(ResourceId, i64)], node: NodeId) -> i64 {
+    // At most a handful of resources: keep the fractions on the stack.
+    let mut with_pod = [0f64; 8];
+    let mut without_pod = [0f64; 8];
+    let mut n = 0usize;
+    for &(r, pod_req) in requests {
+        let capacity = snap.allocatable(node, r);
+        if capacity == 0 {
+            continue;
+        }
+        let requested = snap.requested(node, r);
+        if n < with_pod.len() {
+            with_pod[n] = ((requested + pod_req) as f64 / capacity as f64).min(1.0);
+            without_pod[n] = (requested as f64 / capacity as f64).min(1.0);
+            n += 1;
+        }
+    }
+    improvement_score(balance(&with_pod[..n]), balance(&without_pod[..n]))
 }
 
 /// How balanced usage fractions are: `(1 - standard deviation) * MAX_NODE_SCORE`,

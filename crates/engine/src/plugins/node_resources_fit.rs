@@ -184,27 +184,28 @@ impl Strategy {
         }
     }
 
+    #[inline]
     pub fn resource_score(&self, requested: i64, capacity: i64) -> i64 {
         match self.kind {
             ScoringStrategyType::LeastAllocated => {
                 if capacity == 0 || requested > capacity {
                     0
                 } else {
-                    (capacity - requested) * MAX_NODE_SCORE / capacity
+                    quotient((capacity - requested) * MAX_NODE_SCORE, capacity)
                 }
             }
             ScoringStrategyType::MostAllocated => {
                 if capacity == 0 {
                     0
                 } else {
-                    requested.min(capacity) * MAX_NODE_SCORE / capacity
+                    quotient(requested.min(capacity) * MAX_NODE_SCORE, capacity)
                 }
             }
             ScoringStrategyType::RequestedToCapacityRatio => {
                 if capacity == 0 || requested > capacity {
                     self.broken_linear(MAX_UTILIZATION)
                 } else {
-                    self.broken_linear(requested * MAX_UTILIZATION / capacity)
+                    self.broken_linear(quotient(requested * MAX_UTILIZATION, capacity))
                 }
             }
         }
@@ -222,6 +223,22 @@ impl Strategy {
             }
         }
         s.last().map_or(0, |x| x.1)
+    }
+}
+
+/// `a / b` truncated, as integer division gives it. A 64-bit integer division is slow (tens
+/// of cycles; memory amounts do not fit the 32-bit one) and runs for every scored node, so
+/// where it is exact the quotient comes from a floating-point division: for `0 <= a < 2^53`
+/// and `0 < b < 2^53` both convert exactly and the rounded quotient `(a/b)(1+d)`, `|d| <=
+/// 2^-53`, stays below the next integer (the true quotient is at least `1/b` under it and
+/// `(a/b) 2^-53 < 1/b` when `a < 2^53`), so truncating it gives `a / b`.
+#[inline]
+fn quotient(a: i64, b: i64) -> i64 {
+    const EXACT: i64 = 1 << 53;
+    if (0..EXACT).contains(&a) && (1..EXACT).contains(&b) {
+        (a as f64 / b as f64) as i64
+    } else {
+        a / b
     }
 }
 
@@ -351,9 +368,9 @@ impl NodeResourcesFit {
         }
         if self.strategy.kind == ScoringStrategyType::RequestedToCapacityRatio {
             // kube-scheduler rounds here (math.Round of the weighted mean).
-            (total * 2 + weights) / (2 * weights)
+            quotient(total * 2 + weights, 2 * weights)
         } else {
-            total / weights
+            quotient(total, weights)
         }
     }
 }
@@ -415,5 +432,38 @@ mod tests {
         assert_eq!(p.strategy.resource_score(2000, 4000), 50);
         assert_eq!(p.strategy.resource_score(4000, 4000), 100);
         assert_eq!(p.strategy.resource_score(8000, 4000), 100);
+    }
+
+    proptest::proptest! {
+        /// The floating-point quotient is the integer one wherever it is used, at the edges
+        /// of its range included.
+        #[test]
+        fn quotient_is_integer_division(
+            b in proptest::prop_oneof![1i64..1000, 1i64..(1 << 40), ((1i64 << 53) - 1000)..(1i64 << 53), 1i64..i64::MAX],
+            k in 0i64..200,
+            r in 0i64..1000,
+            big in (1i64 << 52)..(1i64 << 53),
+        ) {
+            // Around each multiple of b: just under, at and just over it.
+            for a in [k.saturating_mul(b), k.saturating_mul(b).saturating_sub(1), k.saturating_mul(b).saturating_add(r), big, big - 1, (1 << 53) - 1, 1 << 53, i64::MAX] {
+                proptest::prop_assert_eq!(quotient(a, b), a / b, "{} / {}", a, b);
+            }
+        }
+    }
+
+    #[test]
+    fn quotient_near_whole_numbers() {
+        // Quotients a hair under an integer, where a rounded division could reach it.
+        for b in [3i64, 7, 34_359_738_368, (1 << 53) - 1, (1 << 46) + 1] {
+            for k in [1i64, 99, 100] {
+                let a = k * b - 1;
+                if a < (1 << 53) {
+                    assert_eq!(quotient(a, b), k - 1, "{a} / {b}");
+                }
+                assert_eq!(quotient(k * b, b), k);
+            }
+        }
+        assert_eq!(quotient((1 << 53) - 1, (1 << 53) - 2), 1);
+        assert_eq!(quotient((1 << 53) - 2, (1 << 53) - 1), 0);
     }
 }
