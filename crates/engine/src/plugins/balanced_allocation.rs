@@ -101,6 +101,7 @@ impl BalancedAllocation {
 }
 
 /// The score of `node` for a pod with `requests` (from [`BalancedAllocation::requests`]).
+#[inline(always)]
 fn node_score(snap: &ClusterState, requests: &[(ResourceId, i64)], node: NodeId) -> i64 {
     // At most a handful of resources: keep the fractions on the stack.
     let mut with_pod = [0f64; 8];

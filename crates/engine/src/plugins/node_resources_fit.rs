@@ -340,6 +340,7 @@ impl Plugin for NodeResourcesFit {
 
 impl NodeResourcesFit {
     /// The strategy's weighted score of `node` for the pod whose requests `fit` holds.
+    #[inline(always)]
     fn node_score(&self, snap: &ClusterState, fit: &FitScoreState, node: NodeId) -> i64 {
         let nz = snap.non_zero_requested(node);
         let mut total = 0i64;
