@@ -6,6 +6,7 @@
 //! request of the pod's claims could select count (by class and request selectors), so a node's
 //! NICs do not dilute its GPUs.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use lockstep_model::NodeId;
@@ -14,6 +15,13 @@ use lockstep_model::dra::AllocationMode;
 use crate::catalog::{DeviceEntry, DeviceId};
 use crate::claims::{AltC, Match, SpecC};
 use crate::state::{ClaimRef, DraState, NodeAllocation};
+
+thread_local! {
+    /// The fragmentation cache's key, built in place for each node scored.
+    static FRAG_KEY: RefCell<Vec<i64>> = const { RefCell::new(Vec::new()) };
+    /// [`DraState::remembered`]'s key.
+    static SCORE_KEY: RefCell<Vec<i64>> = const { RefCell::new(Vec::new()) };
+}
 
 /// Units of one whole device.
 pub const DEVICE_UNITS: i64 = 1000;
@@ -206,6 +214,47 @@ struct Free {
 }
 
 impl DraState {
+    /// `compute()`'s answer for a pod with `claims` on `node`, remembered for every node of
+    /// the same class whose devices are used alike, given the same `inputs`. For a caller
+    /// whose answer depends on nothing else: the node's devices and their usage, the claims
+    /// (all from templates, so no claim is shared with another pod) and what `inputs` holds.
+    /// Computed every time for a node without a class or a claim that is not a template's.
+    pub fn remembered(
+        &self,
+        node: NodeId,
+        claims: &[ClaimRef],
+        inputs: &[i64],
+        compute: impl FnOnce() -> Option<i64>,
+    ) -> Option<i64> {
+        let class = self
+            .shared()
+            .catalog
+            .node_class
+            .get(node.index())
+            .copied()
+            .flatten();
+        let Some(class) = class else {
+            return compute();
+        };
+        if !claims.iter().all(|c| matches!(c, ClaimRef::Template(_))) {
+            return compute();
+        }
+        SCORE_KEY.with(|cell| {
+            let Ok(mut key) = cell.try_borrow_mut() else {
+                return compute();
+            };
+            crate::search::fit_key(self, node, class, claims, &mut key);
+            key.extend_from_slice(inputs);
+            let cache = &self.shared().score_cache;
+            if let Some(answer) = cache.get(&key) {
+                return answer;
+            }
+            let answer = compute();
+            cache.insert(&key, answer);
+            answer
+        })
+    }
+
     /// How much placing `allocation` (found by [`try_allocate`](Self::try_allocate) on its
     /// node) grows the node's expected GPU fragmentation for a task drawn from `shapes`, in
     /// device units (negative: it shrinks). As the ATC'23 fragmentation paper defines it, the
@@ -229,6 +278,31 @@ impl DraState {
         host_key: &[i64],
         host_fit: &mut dyn FnMut(usize) -> (bool, bool),
     ) -> f64 {
+        // The cache key is built in one buffer per thread (asked for every node scored).
+        FRAG_KEY.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut key) => self.fragmentation_delta_in(
+                &mut key, allocation, shapes, shapes_id, host_key, host_fit,
+            ),
+            Err(_) => self.fragmentation_delta_in(
+                &mut Vec::new(),
+                allocation,
+                shapes,
+                shapes_id,
+                host_key,
+                host_fit,
+            ),
+        })
+    }
+
+    fn fragmentation_delta_in(
+        &self,
+        key: &mut Vec<i64>,
+        allocation: &NodeAllocation,
+        shapes: &[TaskShape],
+        shapes_id: u64,
+        host_key: &[i64],
+        host_fit: &mut dyn FnMut(usize) -> (bool, bool),
+    ) -> f64 {
         let node = allocation.node;
         let shared = self.shared();
         let cat = &shared.catalog;
@@ -236,9 +310,9 @@ impl DraState {
         let class = cat.node_class.get(node.index()).copied().flatten();
         let cacheable =
             class.is_some() && claims.iter().all(|c| matches!(c, ClaimRef::Template(_)));
-        let mut key = Vec::new();
+        key.clear();
         if let (true, Some(class)) = (cacheable, class) {
-            crate::search::fit_key(self, node, class, &claims, &mut key);
+            crate::search::fit_key(self, node, class, &claims, key);
             // Which devices the allocation takes (it may be one of several choices).
             let devices = &cat.node_devices[node.index()];
             for c in allocation.claims.iter().filter(|c| !c.already_allocated) {
@@ -254,7 +328,7 @@ impl DraState {
             }
             key.push(shapes_id as i64);
             key.extend_from_slice(host_key);
-            if let Some(v) = shared.frag_cache.get(&key) {
+            if let Some(v) = shared.frag_cache.get(key) {
                 return v;
             }
         }
@@ -304,7 +378,7 @@ impl DraState {
         }
         let delta = delta / total;
         if !key.is_empty() {
-            shared.frag_cache.insert(&key, delta);
+            shared.frag_cache.insert(key, delta);
         }
         delta
     }

@@ -171,6 +171,8 @@ pub(crate) struct Shared {
     pub fit_cache: crate::search::FitCache,
     /// Answers of [`DraState::fragmentation_delta`], keyed the same way plus the shape list.
     pub frag_cache: crate::search::Memo<f64>,
+    /// Answers of [`DraState::remembered`], keyed the same way plus the caller's inputs.
+    pub score_cache: crate::search::Memo<Option<i64>>,
     /// Devices that count for [`DraState::device_load`] and the demand, by node class and
     /// claims.
     pub load_cache: crate::search::Memo<(Arc<[u16]>, i64)>,
@@ -269,6 +271,7 @@ impl DraState {
                 template_ids,
                 fit_cache: Default::default(),
                 frag_cache: Default::default(),
+                score_cache: Default::default(),
                 load_cache: Default::default(),
             }),
             usage,

@@ -507,3 +507,54 @@ fn allocation_choices_offer_every_shared_gpu_and_fragmentation_picks_among_them(
         -150.0
     );
 }
+
+#[test]
+fn remembered_answers_are_shared_by_alike_nodes_and_only_by_them() {
+    // Three nodes of the same class (two shared GPUs each); node-a's gpu-0 is half used.
+    let mut w = World::new();
+    for n in ["node-a", "node-b", "node-c"] {
+        w.nodes.push(node(n, &[]));
+        w.slices.push(slice_on(
+            &format!("{n}-gpus"),
+            n,
+            n,
+            vec![shared_gpu("gpu-0", None), shared_gpu("gpu-1", None)],
+        ));
+    }
+    w.templates = vec![template(
+        "half",
+        vec![request("gpu", asking(Some(40)))],
+        vec![],
+    )];
+    let mut st = w.state();
+    let (a, b, c) = (
+        node_id(&w, "node-a"),
+        node_id(&w, "node-b"),
+        node_id(&w, "node-c"),
+    );
+    let half = template_ref(&st, "half");
+    let used = st.try_allocate(a, &[half]).unwrap();
+    st.reserve(&used);
+    let mut computed = 0;
+    let mut ask = |st: &lockstep_dra::DraState, n, inputs: &[i64], answer: i64| {
+        st.remembered(n, &[half], inputs, || {
+            computed += 1;
+            Some(answer)
+        })
+    };
+    assert_eq!(ask(&st, b, &[1], 10), Some(10));
+    // node-c is used as node-b is: the answer is node-b's, not computed again.
+    assert_eq!(ask(&st, c, &[1], 20), Some(10));
+    // Other inputs, or a node used differently, are asked anew.
+    assert_eq!(ask(&st, c, &[2], 30), Some(30));
+    assert_eq!(ask(&st, a, &[1], 40), Some(40));
+    // Once node-b's usage changes it is no longer node-c's alike.
+    let on_b = st.try_allocate(b, &[half]).unwrap();
+    st.reserve(&on_b);
+    assert_eq!(ask(&st, b, &[1], 50), Some(40), "now used as node-a is");
+    st.release(&on_b);
+    st.release(&used);
+    assert_eq!(ask(&st, a, &[1], 60), Some(10), "now free as node-b was");
+    drop(ask);
+    assert_eq!(computed, 3);
+}

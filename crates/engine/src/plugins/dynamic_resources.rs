@@ -22,7 +22,7 @@ use crate::framework::{
 };
 use crate::plugins::node_resources_fit::Strategy;
 use crate::plugins::{Registration, args, device_choice};
-use crate::state::{ClusterState, PodClaims};
+use crate::state::{ClusterState, PodClaims, TaskShapes};
 
 pub struct DynamicResources {
     pub strategy: Strategy,
@@ -273,6 +273,55 @@ pub(crate) fn least_fragmenting(
             -(delta * 1000.0).round() as i64
         }
     };
+    if !placed {
+        // The score alone: the same for every node of this one's class with its devices
+        // used alike, given the free resources, the requests, the workload and the mode.
+        let mut inputs = Vec::with_capacity(host_key.len() + 2);
+        inputs.push(tasks.id as i64);
+        inputs.push(i64::from(sigmoid));
+        inputs.extend_from_slice(&host_key);
+        let mut host_fit = host_fit;
+        let score = dra.remembered(node, refs, &inputs, || {
+            best_choice(
+                dra,
+                node,
+                refs,
+                sigmoid,
+                tasks,
+                &host_key,
+                &mut host_fit,
+                &score,
+            )
+            .map(|(_, s)| s)
+        });
+        return score.map(|s| (None, s));
+    }
+    best_choice(
+        dra,
+        node,
+        refs,
+        sigmoid,
+        tasks,
+        &host_key,
+        &mut host_fit,
+        &score,
+    )
+}
+
+/// [`least_fragmenting`]'s search: each allocation choice's fragmentation growth, the best
+/// score and its allocation (none for a pod without claims); `None` when the claims do not
+/// fit.
+#[allow(clippy::too_many_arguments)]
+fn best_choice(
+    dra: &lockstep_dra::DraState,
+    node: NodeId,
+    refs: &[lockstep_dra::ClaimRef],
+    sigmoid: bool,
+    tasks: &TaskShapes,
+    host_key: &[i64],
+    host_fit: &mut dyn FnMut(usize) -> (bool, bool),
+    score: &dyn Fn(f64) -> i64,
+) -> Option<(Option<lockstep_dra::NodeAllocation>, i64)> {
     let choices = if refs.is_empty() {
         vec![lockstep_dra::NodeAllocation {
             node,
@@ -287,7 +336,7 @@ pub(crate) fn least_fragmenting(
     };
     let mut best: Option<(Option<lockstep_dra::NodeAllocation>, i64)> = None;
     for a in choices {
-        let delta = dra.fragmentation_delta(&a, &tasks.shapes, tasks.id, &host_key, &mut host_fit);
+        let delta = dra.fragmentation_delta(&a, &tasks.shapes, tasks.id, host_key, host_fit);
         let s = score(delta);
         if best.as_ref().is_none_or(|b| s > b.1) {
             best = Some(((!refs.is_empty()).then_some(a), s));
