@@ -350,6 +350,45 @@ fn a_pod_wakes_only_when_a_node_it_fits_is_freed() {
     assert!(queue.is_empty());
 }
 
+/// Pods taken out of the queue are gone from it whatever their place; the others wake in id
+/// order however they were parked.
+#[test]
+fn removed_pods_leave_and_the_rest_wake_in_id_order() {
+    let mut c = Cluster::default();
+    let o = testkit::node(&mut c, "n", 4000, 64 * GI, 110);
+    c.nodes.push(o);
+    let o = testkit::running(&mut c, "fill", "n", 4000, 0, None);
+    c.pods.push(o);
+    for name in ["p0", "p1", "p2", "p3"] {
+        let o = testkit::pod(&mut c, name, 1000, GI);
+        c.pods.push(o);
+    }
+    let c = testkit::finish(c);
+    let id = |name: &str| PodId(c.pods.iter().position(|p| p.name == name).unwrap() as u32);
+    let mut s = Scheduler::new(&c, no_preemption()).unwrap();
+    let mut queue = Queue::new();
+    let position = s.change_position();
+    let pods = [id("p3"), id("p0"), id("p2"), id("p1")];
+    assert!(s.schedule(&pods).bindings.is_empty());
+    for p in pods {
+        queue.park(&s, p, position, true);
+    }
+    // Parking a parked pod again keeps one entry.
+    queue.park(&s, id("p2"), position, true);
+    assert_eq!(queue.len(), 4);
+    // The first parked: the last one takes its place.
+    queue.remove(id("p3"));
+    assert!(!queue.contains(id("p3")));
+    assert!(queue.contains(id("p1")));
+    queue.remove(id("p3"));
+    assert_eq!(queue.len(), 3);
+    queue.remove(id("p2"));
+    assert_eq!(queue.len(), 2);
+    s.release(id("fill"));
+    assert_eq!(queue.wake(&mut s), vec![id("p0"), id("p1")]);
+    assert!(queue.is_empty() && !queue.contains(id("p0")));
+}
+
 /// A gang's pods wake together; a node added through `apply` wakes the pods that fit on
 /// it, and a change of another kind wakes every pod.
 #[test]
