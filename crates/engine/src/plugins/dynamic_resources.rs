@@ -216,10 +216,13 @@ impl Plugin for DynamicResources {
 
 /// The score of the allocation among `pod`'s choices on `node` (with `FragmentationSigmoid`
 /// see [`DraState::allocation_choices`](lockstep_dra::DraState::allocation_choices), else the
-/// first allocation found) that makes the node's expected fragmentation grow least, and that
-/// allocation (none for a pod without claims): with `Fragmentation` the growth negated (milli device units), with
-/// `FragmentationSigmoid` the paper's integer score; the first choice wins ties. `placed`:
-/// the pod's requests already count on the node. `None` when the claims do not fit.
+/// first allocation found) that makes the node's expected fragmentation grow least: with
+/// `Fragmentation` the growth negated (milli device units), with `FragmentationSigmoid` the
+/// paper's integer score; the first choice wins ties. `None` when the claims do not fit.
+/// With `placed` (the pod's requests already count on the node: it is being assumed there)
+/// the allocation comes with the score (none for a pod without claims); without it, only
+/// the score, remembered for the node's alike nodes (see
+/// [`DraState::remembered`](lockstep_dra::DraState::remembered)).
 pub(crate) fn least_fragmenting(
     snap: &ClusterState,
     pod: &Pod,
