@@ -60,7 +60,10 @@ pub const KNOWN: &[Known] = &[
         case: "preempt-pair-fallback",
         pod: None,
         reason: GANG_PREEMPTION,
-        random_tie: false,
+        // kube-scheduler preempts for the first gang pod on n1 or n2 (one victim of
+        // priority 100 each, an equally good candidate) from a random offset into the
+        // candidate list: on the runs where it picks n1 it evicts what lockstep evicts.
+        random_tie: true,
     },
     Known {
         case: "preempt-pdb-steers-gang",
