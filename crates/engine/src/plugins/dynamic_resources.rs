@@ -243,9 +243,12 @@ pub(crate) fn least_fragmenting(
         &snap.task_shapes
     };
     // The node's free resources (before the pod), then the pod's requests: all a shape's fit
-    // depends on.
+    // depends on; then the workload and the mode, which the remembered score depends on too.
     let width = snap.width;
-    let mut host_key = vec![0i64; 2 * width];
+    let mut inputs = vec![0i64; 2 * width + 2];
+    inputs[2 * width] = tasks.id as i64;
+    inputs[2 * width + 1] = i64::from(sigmoid);
+    let host_key = &mut inputs[..2 * width];
     for (r, free) in host_key[..width].iter_mut().enumerate() {
         let id = ResourceId(r as u16);
         *free = snap.allocatable(node, id) - snap.requested(node, id);
@@ -256,6 +259,7 @@ pub(crate) fn least_fragmenting(
     for (r, v) in pod.requests.iter() {
         host_key[width + r.index()] = v;
     }
+    let host_key = &inputs[..2 * width];
     let (free, asked) = host_key.split_at(width);
     let mut host_fit = |i: usize| {
         if sigmoid && tasks.shapes[i].claims.is_empty() {
@@ -276,39 +280,25 @@ pub(crate) fn least_fragmenting(
             -(delta * 1000.0).round() as i64
         }
     };
-    if !placed {
-        // The score alone: the same for every node of this one's class with its devices
-        // used alike, given the free resources, the requests, the workload and the mode.
-        let mut inputs = Vec::with_capacity(host_key.len() + 2);
-        inputs.push(tasks.id as i64);
-        inputs.push(i64::from(sigmoid));
-        inputs.extend_from_slice(&host_key);
-        let mut host_fit = host_fit;
-        let score = dra.remembered(node, refs, &inputs, || {
-            best_choice(
-                dra,
-                node,
-                refs,
-                sigmoid,
-                tasks,
-                &host_key,
-                &mut host_fit,
-                &score,
-            )
-            .map(|(_, s)| s)
-        });
-        return score.map(|s| (None, s));
+    let mut search = || {
+        best_choice(
+            dra,
+            node,
+            refs,
+            sigmoid,
+            tasks,
+            host_key,
+            &mut host_fit,
+            &score,
+        )
+    };
+    if placed {
+        return search();
     }
-    best_choice(
-        dra,
-        node,
-        refs,
-        sigmoid,
-        tasks,
-        &host_key,
-        &mut host_fit,
-        &score,
-    )
+    // The score alone: the same for every node of this one's class with its devices used
+    // alike, given the same inputs.
+    dra.remembered(node, refs, &inputs, || search().map(|(_, s)| s))
+        .map(|s| (None, s))
 }
 
 /// [`least_fragmenting`]'s search: each allocation choice's fragmentation growth, the best
