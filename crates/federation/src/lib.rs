@@ -26,4 +26,6 @@ pub mod spread;
 
 pub use error::FederationError;
 pub use load::{Loaded, load, load_str};
-pub use schedule::{Decisions, Options, ReplicaEstimator, schedule};
+pub use schedule::{
+    Decisions, Members, Options, ReplicaEstimator, load_members, schedule, schedule_with,
+};

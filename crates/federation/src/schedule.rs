@@ -148,7 +148,115 @@ pub(crate) struct State {
 
 /// Schedules a federation: see the module documentation and README's federation section.
 pub fn schedule(fed: &Federation, options: &Options) -> Result<Decisions, FederationError> {
-    let mut state = State::new(fed.clone(), options)?;
+    schedule_with(fed, options, load_members(fed, options)?)
+}
+
+/// Member clusters' manifests (`Options::members`) loaded for one federation's bindings:
+/// each member's engine state with the bindings' shape pods. [`load_members`] makes them;
+/// [`schedule_with`] runs on them, so that a caller can load once and time or repeat the run
+/// alone.
+#[derive(Debug)]
+pub struct Members {
+    /// Cluster index -> its member.
+    by_cluster: BTreeMap<usize, Member>,
+    /// The clusters and bindings they were loaded for, by count and key.
+    clusters: Vec<String>,
+    bindings: Vec<String>,
+}
+
+impl Members {
+    /// Refuses members loaded for another federation: their shape pods are by binding index.
+    fn check(&self, fed: &Federation) -> Result<(), FederationError> {
+        let same = self.clusters.len() == fed.clusters.len()
+            && self.bindings.len() == fed.bindings.len()
+            && self
+                .clusters
+                .iter()
+                .zip(&fed.clusters)
+                .all(|(a, c)| *a == c.name)
+            && self
+                .bindings
+                .iter()
+                .zip(&fed.bindings)
+                .all(|(a, b)| *a == b.key);
+        if same {
+            Ok(())
+        } else {
+            Err(FederationError::input(
+                "the member clusters were loaded for other clusters or bindings than those \
+                 being scheduled; load them for this federation",
+            ))
+        }
+    }
+}
+
+/// Loads the member clusters of `options.members` for `fed`'s bindings: names checked first,
+/// in order (an unknown or repeated cluster is the error), then the manifests side by side on
+/// every core (the first member in order that fails to load is the one reported).
+pub fn load_members(fed: &Federation, options: &Options) -> Result<Members, FederationError> {
+    // The members' clusters first (in order, so the first bad name is the one reported),
+    // then their manifests, loaded side by side on every core.
+    let mut member_clusters: Vec<(usize, &String, &Vec<Source>)> = Vec::new();
+    for (name, sources) in &options.members {
+        let Ok(c) = fed.clusters.binary_search_by(|c| c.name.as_str().cmp(name)) else {
+            let known: Vec<&str> = fed.clusters.iter().map(|c| c.name.as_str()).collect();
+            return Err(FederationError::Member {
+                cluster: name.clone(),
+                message: format!(
+                    "no Cluster named {name:?} in the input (clusters: {}); give a Cluster \
+                         object for it or fix the name",
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            });
+        };
+        if member_clusters.iter().any(|&(m, _, _)| m == c) {
+            return Err(FederationError::Member {
+                cluster: name.clone(),
+                message: "given twice; give each member cluster once".into(),
+            });
+        }
+        member_clusters.push((c, name, sources));
+    }
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut loaded: Vec<Result<Member, FederationError>> = Vec::new();
+    for batch in member_clusters.chunks(threads) {
+        std::thread::scope(|scope| {
+            let bindings = &fed.bindings;
+            let handles: Vec<_> = batch
+                .iter()
+                .map(|&(_, name, sources)| {
+                    scope.spawn(move || Member::load(name, sources, bindings))
+                })
+                .collect();
+            loaded.extend(handles.into_iter().map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            }));
+        });
+    }
+    let mut members = BTreeMap::new();
+    for (&(c, _, _), member) in member_clusters.iter().zip(loaded) {
+        members.insert(c, member?);
+    }
+    Ok(Members {
+        by_cluster: members,
+        clusters: fed.clusters.iter().map(|c| c.name.clone()).collect(),
+        bindings: fed.bindings.iter().map(|b| b.key.clone()).collect(),
+    })
+}
+
+/// [`schedule`] on members already loaded for `fed` by [`load_members`] (the run changes
+/// them, so they serve one run).
+pub fn schedule_with(
+    fed: &Federation,
+    options: &Options,
+    members: Members,
+) -> Result<Decisions, FederationError> {
+    let mut state = State::new(fed.clone(), options, members)?;
     let mut queue: BTreeSet<(i64, i64, String, usize)> = BTreeSet::new();
     let order = |b: &Binding, i: usize| {
         (
@@ -280,7 +388,12 @@ pub fn schedule(fed: &Federation, options: &Options) -> Result<Decisions, Federa
 }
 
 impl State {
-    pub fn new(fed: Federation, options: &Options) -> Result<State, FederationError> {
+    pub fn new(
+        fed: Federation,
+        options: &Options,
+        members: Members,
+    ) -> Result<State, FederationError> {
+        members.check(&fed)?;
         let mut usage = vec![Usage::default(); fed.clusters.len()];
         let mut dense = Dense::new(&fed.clusters, &fed.bindings);
         for (i, b) in fed.bindings.iter().enumerate() {
@@ -309,54 +422,7 @@ impl State {
                 })
             })
             .collect();
-        // The members' clusters first (in order, so the first bad name is the one reported),
-        // then their manifests, loaded side by side on every core.
-        let mut member_clusters: Vec<(usize, &String, &Vec<Source>)> = Vec::new();
-        for (name, sources) in &options.members {
-            let Ok(c) = fed.clusters.binary_search_by(|c| c.name.as_str().cmp(name)) else {
-                let known: Vec<&str> = fed.clusters.iter().map(|c| c.name.as_str()).collect();
-                return Err(FederationError::Member {
-                    cluster: name.clone(),
-                    message: format!(
-                        "no Cluster named {name:?} in the input (clusters: {}); give a Cluster \
-                         object for it or fix the name",
-                        if known.is_empty() {
-                            "none".to_string()
-                        } else {
-                            known.join(", ")
-                        }
-                    ),
-                });
-            };
-            if member_clusters.iter().any(|&(m, _, _)| m == c) {
-                return Err(FederationError::Member {
-                    cluster: name.clone(),
-                    message: "given twice; give each member cluster once".into(),
-                });
-            }
-            member_clusters.push((c, name, sources));
-        }
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let mut loaded: Vec<Result<Member, FederationError>> = Vec::new();
-        for batch in member_clusters.chunks(threads) {
-            std::thread::scope(|scope| {
-                let bindings = &fed.bindings;
-                let handles: Vec<_> = batch
-                    .iter()
-                    .map(|&(_, name, sources)| {
-                        scope.spawn(move || Member::load(name, sources, bindings))
-                    })
-                    .collect();
-                loaded.extend(handles.into_iter().map(|h| {
-                    h.join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                }));
-            });
-        }
-        let mut members = BTreeMap::new();
-        for (&(c, _, _), member) in member_clusters.iter().zip(loaded) {
-            members.insert(c, member?);
-        }
+        let members = members.by_cluster;
         let mut estimators = BTreeMap::new();
         for (name, estimator) in &options.estimators {
             let Ok(c) = fed.clusters.binary_search_by(|c| c.name.as_str().cmp(name)) else {
