@@ -408,6 +408,9 @@ fn parse_yaml_pieces(text: &str, prescan: &Prescan, threads: usize) -> Option<Ve
         })
         .collect();
     let parse = |(first, count, piece): (usize, usize, &str)| {
+        if let Some(out) = read_documents_fast(text, &line_offsets, prescan, first, count) {
+            return Some(out);
+        }
         let mut out = Vec::new();
         let mut seen = 0usize;
         for document in serde_norway::Deserializer::from_str(piece) {
@@ -437,6 +440,50 @@ fn parse_yaml_pieces(text: &str, prescan: &Prescan, threads: usize) -> Option<Ve
     let mut out = Vec::new();
     for piece in parsed {
         out.extend(piece?);
+    }
+    Some(out)
+}
+
+/// Documents `first..first + count` of `text` (by the prescan's starts), each read by
+/// [`crate::yaml_fast`] or, where it gives up, by the YAML parser on the document's own text.
+/// `None` when a document the fast reader gives up on does not start with `---` (its text
+/// alone might read otherwise) or the parser fails or finds another number of documents in
+/// it: the caller then parses the piece as a whole.
+fn read_documents_fast(
+    text: &str,
+    line_offsets: &[usize],
+    prescan: &Prescan,
+    first: usize,
+    count: usize,
+) -> Option<Vec<Document>> {
+    let start = |d: usize| {
+        prescan
+            .starts
+            .get(d)
+            .map_or(text.len(), |&line| line_offsets[line - 1])
+    };
+    let mut out = Vec::with_capacity(count);
+    for d in first..first + count {
+        let own = &text[start(d)..start(d + 1)];
+        let value = match crate::yaml_fast::document(own) {
+            Some(value) => value,
+            // Its own text is what the parser sees of it: the text's start, or a `---` line.
+            None if d == 0 || own.starts_with("---") => {
+                let mut documents = serde_norway::Deserializer::from_str(own);
+                let value = crate::yaml_json::document(documents.next()?)?;
+                if documents.next().is_some() {
+                    return None;
+                }
+                value
+            }
+            None => return None,
+        };
+        if !value.is_null() {
+            out.push(Document {
+                number: document_number(d),
+                value,
+            });
+        }
     }
     Some(out)
 }
@@ -555,7 +602,7 @@ fn yaml_error(
 
 /// Converts a YAML value to JSON the way Kubernetes' YAML decoder does: scalar mapping keys
 /// become strings, tags are dropped. Fails (with the field path) on values JSON cannot hold.
-fn yaml_to_json(value: Yaml, path: &mut String) -> Result<Json, (String, String)> {
+pub(crate) fn yaml_to_json(value: Yaml, path: &mut String) -> Result<Json, (String, String)> {
     Ok(match value {
         Yaml::Null => Json::Null,
         Yaml::Bool(b) => Json::Bool(b),

@@ -38,6 +38,7 @@ mod route;
 mod unknown;
 mod workload_api;
 mod workloads;
+mod yaml_fast;
 mod yaml_json;
 
 use std::io::Read;
