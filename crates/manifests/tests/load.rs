@@ -1383,3 +1383,28 @@ fn long_inputs_keep_input_order_in_warnings_and_errors() {
         assert_contains(&err(&dup), &[&format!("Pod default/p{first}")]);
     }
 }
+
+/// In a large file (parsed in pieces on every core), a syntax error anywhere is reported
+/// before an object's error, as the file is parsed before its objects are read; otherwise
+/// the first object's error in input order.
+#[test]
+fn a_syntax_error_late_in_a_large_file_is_reported_before_an_early_bad_object() {
+    let pod = |i: usize| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}}}\nspec:\n  containers:\n  \
+             - name: c\n    image: i\n"
+        )
+    };
+    let mut docs: Vec<String> = (0..9000).map(pod).collect();
+    // An early object without a name.
+    docs[10] = "apiVersion: v1\nkind: Pod\nmetadata: {}\nspec: {}\n".to_string();
+    let bad_object = docs.join("---\n");
+    let e = lockstep_manifests::load_str("big.yaml", &bad_object).unwrap_err();
+    assert!(e.to_string().contains("document 11"), "{e}");
+    assert!(e.to_string().contains("metadata.name"), "{e}");
+    // And a syntax error in a document of a later run.
+    docs[8500] = "apiVersion: v1\nkind: [Pod\n".to_string();
+    let both = docs.join("---\n");
+    let e = lockstep_manifests::load_str("big.yaml", &both).unwrap_err();
+    assert!(e.to_string().contains("document 8501"), "{e}");
+}
