@@ -226,19 +226,9 @@ impl DraState {
         inputs: &[i64],
         compute: impl FnOnce() -> Option<i64>,
     ) -> Option<i64> {
-        let class = self
-            .shared()
-            .catalog
-            .node_class
-            .get(node.index())
-            .copied()
-            .flatten();
-        let Some(class) = class else {
+        let Some(class) = crate::search::cache_class(self, node, claims) else {
             return compute();
         };
-        if !claims.iter().all(|c| matches!(c, ClaimRef::Template(_))) {
-            return compute();
-        }
         SCORE_KEY.with(|cell| {
             let Ok(mut key) = cell.try_borrow_mut() else {
                 return compute();

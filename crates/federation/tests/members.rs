@@ -21,11 +21,15 @@ fn options() -> Options {
     }
 }
 
+fn federation() -> lockstep_federation::model::Federation {
+    load(&[Source::Path(fixture().join("input.yaml"))])
+        .expect("fixture loads")
+        .federation
+}
+
 #[test]
 fn a_run_on_members_loaded_beforehand_decides_as_a_whole_run() {
-    let fed = load(&[Source::Path(fixture().join("input.yaml"))])
-        .expect("fixture loads")
-        .federation;
+    let fed = federation();
     let whole = schedule(&fed, &options()).expect("schedules");
     let members = load_members(&fed, &options()).expect("members load");
     let split = schedule_with(&fed, &options(), members).expect("schedules");
@@ -38,9 +42,7 @@ fn a_run_on_members_loaded_beforehand_decides_as_a_whole_run() {
 
 #[test]
 fn members_loaded_for_other_bindings_are_refused() {
-    let fed = load(&[Source::Path(fixture().join("input.yaml"))])
-        .expect("fixture loads")
-        .federation;
+    let fed = federation();
     let members = load_members(&fed, &options()).expect("members load");
     let mut other = fed.clone();
     other.bindings.pop();

@@ -367,8 +367,9 @@ fn parse_yaml(file: &str, text: &str) -> Result<Vec<Document>, LoadError> {
 }
 
 /// Parses `text` in up to `threads` pieces at once (in place when one), each a run of whole
-/// documents starting at a `---` line, straight to JSON values ([`crate::yaml_json`]), and
-/// numbers the documents as one pass would. `None` when a piece has an error, anything the
+/// documents starting at a `---` line, each document by [`read_documents_fast`] (else the
+/// piece by the parser straight to JSON values, [`crate::yaml_json`]), and numbers the
+/// documents as one pass would. `None` when a piece has an error, anything the
 /// fast path leaves to the general one, or yields another number of documents than the
 /// prescan found in it: the caller then parses the whole text in order, which gives the
 /// exact error (or result) a single pass gives.

@@ -312,14 +312,8 @@ fn flow(bytes: &[u8], text: &str, i: &mut usize, depth: usize) -> Option<Json> {
     skip_spaces(bytes, i);
     match *bytes.get(*i)? {
         b'[' => {
-            if depth >= MAX_FLOW_DEPTH {
-                return None;
-            }
-            *i += 1;
             let mut items = Vec::new();
-            skip_spaces(bytes, i);
-            if bytes.get(*i) == Some(&b']') {
-                *i += 1;
+            if open(bytes, i, depth, b']')? {
                 return Some(Json::Array(items));
             }
             loop {
@@ -336,14 +330,8 @@ fn flow(bytes: &[u8], text: &str, i: &mut usize, depth: usize) -> Option<Json> {
             }
         }
         b'{' => {
-            if depth >= MAX_FLOW_DEPTH {
-                return None;
-            }
-            *i += 1;
             let mut map = Map::new();
-            skip_spaces(bytes, i);
-            if bytes.get(*i) == Some(&b'}') {
-                *i += 1;
+            if open(bytes, i, depth, b'}')? {
                 return Some(Json::Object(map));
             }
             loop {
@@ -387,6 +375,22 @@ fn flow(bytes: &[u8], text: &str, i: &mut usize, depth: usize) -> Option<Json> {
         c if is_indicator(c) => None,
         _ => flow_plain(bytes, text, i),
     }
+}
+
+/// Steps over a flow collection's opening bracket at `*i`: `Some(true)` when `close` follows
+/// at once (an empty collection, `*i` after it), `Some(false)` when entries follow, `None`
+/// when the collection is nested too deep for this reader.
+fn open(bytes: &[u8], i: &mut usize, depth: usize, close: u8) -> Option<bool> {
+    if depth >= MAX_FLOW_DEPTH {
+        return None;
+    }
+    *i += 1;
+    skip_spaces(bytes, i);
+    let empty = bytes.get(*i) == Some(&close);
+    if empty {
+        *i += 1;
+    }
+    Some(empty)
 }
 
 /// A plain scalar in a flow collection, up to a comma, a bracket or (for a key) `: `.
