@@ -9,10 +9,11 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-/// One candidate cluster as division sees it.
+/// One candidate cluster as division sees it. Clusters are named by a key whose order is
+/// their names' order (the scheduler's cluster index; a name in the tests).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Candidate<'a> {
-    pub name: &'a str,
+pub struct Candidate<K> {
+    pub name: K,
     /// Replicas the cluster can take now plus those of this binding already there
     /// (Karmada's `AvailableReplicas`).
     pub available: i64,
@@ -36,64 +37,68 @@ pub fn names_descending(uid: &str) -> bool {
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Party<'a> {
-    name: &'a str,
+struct Party<K> {
+    name: K,
     votes: i64,
     seats: i64,
     descending: bool,
 }
 
-impl Party<'_> {
+impl<K: Key> Party<K> {
     /// Whether `self` gets the next seat before `other`: the larger votes / (2 seats + 1),
     /// compared exactly; ties to fewer seats, then by name in the binding's direction.
-    fn before(&self, other: &Party) -> Ordering {
+    fn before(&self, other: &Party<K>) -> Ordering {
         let a = i128::from(self.votes) * i128::from(2 * other.seats + 1);
         let b = i128::from(other.votes) * i128::from(2 * self.seats + 1);
         a.cmp(&b)
             .then_with(|| other.seats.cmp(&self.seats))
             .then_with(|| {
                 if self.descending {
-                    self.name.cmp(other.name)
+                    self.name.cmp(&other.name)
                 } else {
-                    other.name.cmp(self.name)
+                    other.name.cmp(&self.name)
                 }
             })
     }
 }
 
-impl PartialEq for Party<'_> {
+impl<K: Key> PartialEq for Party<K> {
     fn eq(&self, other: &Self) -> bool {
         self.before(other) == Ordering::Equal
     }
 }
-impl Eq for Party<'_> {}
-impl PartialOrd for Party<'_> {
+impl<K: Key> Eq for Party<K> {}
+impl<K: Key> PartialOrd for Party<K> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
-impl Ord for Party<'_> {
+impl<K: Key> Ord for Party<K> {
     fn cmp(&self, other: &Self) -> Ordering {
         self.before(other)
     }
 }
 
-/// Seats per party name.
-type Seats<'a> = Vec<(&'a str, i64)>;
+/// A cluster's key in a division: copied freely, ordered as the clusters' names are.
+pub trait Key: Ord + Copy {}
+impl<K: Ord + Copy> Key for K {}
+
+/// Seats per party.
+pub type Seats<K> = Vec<(K, i64)>;
 
 /// Webster's (Sainte-Laguë) method as Karmada runs it: `new_seats` seats go one by one to the
 /// party with the highest votes / (2 seats + 1), starting from `initial` seats (a party with
 /// initial seats and no votes has 0 votes). Returns every party with its seats, by name.
-pub fn webster<'a>(
+pub fn webster<K: Key>(
     new_seats: i64,
-    votes: &[(&'a str, i64)],
-    initial: &[(&'a str, i64)],
+    votes: &[(K, i64)],
+    initial: &[(K, i64)],
     descending: bool,
-) -> Seats<'a> {
-    let mut parties: Vec<Party<'a>> = initial
+) -> Seats<K> {
+    let mut parties: Vec<Party<K>> = initial
         .iter()
         .map(|(n, s)| Party {
-            name: n,
+            name: *n,
             votes: 0,
             seats: *s,
             descending,
@@ -104,7 +109,7 @@ pub fn webster<'a>(
         match parties[..k].iter_mut().find(|p| p.name == *n) {
             Some(p) => p.votes = *v,
             None => parties.push(Party {
-                name: n,
+                name: *n,
                 votes: *v,
                 seats: 0,
                 descending,
@@ -121,8 +126,8 @@ pub fn webster<'a>(
         top.seats += 1;
         heap.push(top);
     }
-    let mut out: Seats<'a> = heap.into_iter().map(|p| (p.name, p.seats)).collect();
-    // Names are distinct: an unstable sort gives the one order.
+    let mut out: Seats<K> = heap.into_iter().map(|p| (p.name, p.seats)).collect();
+    // Keys are distinct: an unstable sort gives the one order.
     out.sort_unstable();
     out
 }
@@ -137,7 +142,7 @@ pub fn webster<'a>(
 /// the largest integer p that gives at most `new_seats` such seats, found by bisection: a
 /// party's quotients are at least 2 apart in p, so one step of p adds at most one seat per
 /// party. Millions of replicas divide in microseconds rather than one heap round each.
-fn seat_in_bulk(parties: &mut [Party], new_seats: i64) -> i64 {
+fn seat_in_bulk<K>(parties: &mut [Party<K>], new_seats: i64) -> i64 {
     let Some(top) = parties.iter().map(|p| p.votes).filter(|v| *v > 0).max() else {
         return 0;
     };
@@ -158,7 +163,7 @@ fn seat_in_bulk(parties: &mut [Party], new_seats: i64) -> i64 {
         .is_some();
     let top_wide = i128::from(top);
     // Seats above the threshold top / p: k = 2 seats + 1 with k * top < votes * p.
-    let above = |party: &Party, p: i128| -> i128 {
+    let above = |party: &Party<K>, p: i128| -> i128 {
         if party.votes <= 0 || p <= 0 {
             return 0;
         }
@@ -191,12 +196,12 @@ fn seat_in_bulk(parties: &mut [Party], new_seats: i64) -> i64 {
 
 /// Karmada's Dispenser: divides `replicas` by `weights` (Webster), on top of `init`. Nothing
 /// is divided when the weights sum to 0.
-fn dispense<'a>(
+fn dispense<K: Key>(
     replicas: i64,
-    weights: &[(&'a str, i64)],
-    init: &[(&'a str, i64)],
+    weights: &[(K, i64)],
+    init: &[(K, i64)],
     descending: bool,
-) -> Seats<'a> {
+) -> Seats<K> {
     if replicas == 0 && !init.is_empty() {
         return init.to_vec();
     }
@@ -207,31 +212,24 @@ fn dispense<'a>(
 }
 
 /// Duplicated: every candidate gets all the replicas.
-pub fn duplicated(candidates: &[Candidate], replicas: i64) -> Vec<(String, i64)> {
-    candidates
-        .iter()
-        .map(|c| (c.name.to_string(), replicas))
-        .collect()
+pub fn duplicated<K: Key>(candidates: &[Candidate<K>], replicas: i64) -> Seats<K> {
+    candidates.iter().map(|c| (c.name, replicas)).collect()
 }
 
 /// StaticWeight: `weights` holds each candidate's weight (the largest of the rules that match
 /// it; candidates no rule matches are left out). When no candidate has weight, every
 /// candidate weighs 1.
-pub fn static_weight(
-    candidates: &[Candidate],
-    weights: &[(String, i64)],
+pub fn static_weight<K: Key>(
+    candidates: &[Candidate<K>],
+    weights: &[(K, i64)],
     replicas: i64,
     descending: bool,
-) -> Vec<(String, i64)> {
-    let mut list: Seats = weights
-        .iter()
-        .filter(|(_, w)| *w > 0)
-        .map(|(n, w)| (n.as_str(), *w))
-        .collect();
+) -> Seats<K> {
+    let mut list: Seats<K> = weights.iter().filter(|(_, w)| *w > 0).copied().collect();
     if list.iter().map(|(_, w)| *w).sum::<i64>() == 0 {
         list = candidates.iter().map(|c| (c.name, 1)).collect();
     }
-    owned(dispense(replicas, &list, &[], descending))
+    positive(dispense(replicas, &list, &[], descending))
 }
 
 /// Aggregated or DynamicWeight.
@@ -242,12 +240,12 @@ pub enum Dynamic {
 }
 
 /// The outcome of a dynamic division: an assignment or Karmada's unschedulable message.
-pub type Division = Result<Vec<(String, i64)>, String>;
+pub type Division<K> = Result<Seats<K>, String>;
 
 /// Whether [`dynamic`] divides the replicas (rather than failing), without dividing them.
-pub fn dynamic_fits(
-    candidates: &[Candidate],
-    previous: &[(String, i64)],
+pub fn dynamic_fits<K: Key>(
+    candidates: &[Candidate<K>],
+    previous: &[(K, i64)],
     replicas: i64,
     fresh: bool,
 ) -> bool {
@@ -256,35 +254,35 @@ pub fn dynamic_fits(
 
 /// What [`dynamic`] does before dividing: keep the previous assignment as it is, or divide
 /// `target` replicas over `available` on top of `keep`.
-enum Plan<'a> {
-    Keep(Seats<'a>),
+enum Plan<K> {
+    Keep(Seats<K>),
     Divide {
         target: i64,
-        available: Seats<'a>,
-        keep: Seats<'a>,
+        available: Seats<K>,
+        keep: Seats<K>,
     },
 }
 
-fn plan<'a>(
-    candidates: &[Candidate<'a>],
-    previous: &'a [(String, i64)],
+fn plan<K: Key>(
+    candidates: &[Candidate<K>],
+    previous: &[(K, i64)],
     replicas: i64,
     fresh: bool,
-) -> Result<Plan<'a>, String> {
+) -> Result<Plan<K>, String> {
     // The previous assignment on clusters still among the candidates.
-    let scheduled: Seats = previous
+    let scheduled: Seats<K> = previous
         .iter()
-        .filter(|(n, _)| candidates.iter().any(|c| c.name == n))
-        .map(|(n, r)| (n.as_str(), *r))
+        .filter(|(n, _)| candidates.iter().any(|c| c.name == *n))
+        .copied()
         .collect();
     let assigned: i64 = scheduled.iter().map(|(_, r)| r).sum();
-    fn by_replicas_desc(mut list: Seats<'_>) -> Seats<'_> {
+    fn by_replicas_desc<K>(mut list: Seats<K>) -> Seats<K> {
         // Stable, as Go's insertion sort is for the short lists it sorts.
         list.sort_by_key(|e| std::cmp::Reverse(e.1));
         list
     }
     let (target, available, keep) = if fresh {
-        let mut list: Seats = candidates.iter().map(|c| (c.name, c.allocatable)).collect();
+        let mut list: Seats<K> = candidates.iter().map(|c| (c.name, c.allocatable)).collect();
         for (n, r) in &scheduled {
             if let Some(e) = list.iter_mut().find(|(m, _)| m == n) {
                 e.1 += r;
@@ -319,16 +317,16 @@ fn plan<'a>(
 /// Aggregated / DynamicWeight division of `replicas` over `candidates` (in the order
 /// selection left them), given the binding's previous assignment `previous` and whether the
 /// binding asked for a fresh reschedule.
-pub fn dynamic(
+pub fn dynamic<K: Key>(
     kind: Dynamic,
-    candidates: &[Candidate],
-    previous: &[(String, i64)],
+    candidates: &[Candidate<K>],
+    previous: &[(K, i64)],
     replicas: i64,
     fresh: bool,
     descending: bool,
-) -> Division {
+) -> Division<K> {
     let (target, available, keep) = match plan(candidates, previous, replicas, fresh)? {
-        Plan::Keep(scheduled) => return Ok(owned(scheduled)),
+        Plan::Keep(scheduled) => return Ok(positive(scheduled)),
         Plan::Divide {
             target,
             available,
@@ -339,7 +337,7 @@ pub fn dynamic(
     if kind == Dynamic::Aggregated {
         // Clusters the binding already uses first, then the others, each part in order
         // (only scale-up keeps the previous assignment; scale-down and fresh mode clear it).
-        let prior: Vec<&str> = keep
+        let prior: Vec<K> = keep
             .iter()
             .filter(|(_, r)| *r > 0)
             .map(|(n, _)| *n)
@@ -360,23 +358,23 @@ pub fn dynamic(
         }
     }
     let spread = dispense(target, &available, &[], descending);
-    Ok(owned(merge(&keep, spread)))
+    Ok(positive(merge(&keep, spread)))
 }
 
 /// Karmada's MergeTargetClusters: the new list with the old replicas added, then old clusters
 /// the new list lacks.
-fn merge<'a>(old: &[(&'a str, i64)], mut new: Seats<'a>) -> Seats<'a> {
+fn merge<K: Key>(old: &[(K, i64)], mut new: Seats<K>) -> Seats<K> {
     if old.is_empty() {
         return new;
     }
     if new.is_empty() {
         return old.to_vec();
     }
-    let mut rest: Seats<'a> = Vec::new();
-    for (n, r) in old {
-        match new.iter_mut().find(|(m, _)| m == n) {
+    let mut rest: Seats<K> = Vec::new();
+    for &(n, r) in old {
+        match new.iter_mut().find(|(m, _)| *m == n) {
             Some(e) => e.1 += r,
-            None => rest.push((n, *r)),
+            None => rest.push((n, r)),
         }
     }
     rest.sort();
@@ -384,37 +382,35 @@ fn merge<'a>(old: &[(&'a str, i64)], mut new: Seats<'a>) -> Seats<'a> {
     new
 }
 
-/// The clusters with replicas, as owned names.
-fn owned(list: Seats) -> Vec<(String, i64)> {
-    list.into_iter()
-        .filter(|(_, r)| *r > 0)
-        .map(|(n, r)| (n.to_string(), r))
-        .collect()
+/// The clusters with replicas.
+fn positive<K>(mut list: Seats<K>) -> Seats<K> {
+    list.retain(|(_, r)| *r > 0);
+    list
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn cands<'a>(list: &[(&'a str, i64)]) -> Vec<Candidate<'a>> {
+    fn cands<'a>(list: &[(&'a str, i64)]) -> Vec<Candidate<&'a str>> {
         list.iter()
             .map(|(n, r)| Candidate {
-                name: n,
+                name: *n,
                 available: *r,
                 allocatable: *r,
             })
             .collect()
     }
 
-    fn pairs(list: &[(&str, i64)]) -> Vec<(String, i64)> {
-        list.iter().map(|(n, r)| (n.to_string(), *r)).collect()
+    fn pairs<'a>(list: &[(&'a str, i64)]) -> Vec<(&'a str, i64)> {
+        list.to_vec()
     }
 
     fn s<'a>(list: &[(&'a str, i64)]) -> Vec<(&'a str, i64)> {
         list.to_vec()
     }
 
-    fn sorted(mut v: Vec<(String, i64)>) -> Vec<(String, i64)> {
+    fn sorted(mut v: Vec<(&str, i64)>) -> Vec<(&str, i64)> {
         v.sort();
         v
     }
@@ -463,11 +459,11 @@ mod tests {
         votes: &[(&'a str, i64)],
         initial: &[(&'a str, i64)],
         descending: bool,
-    ) -> Seats<'a> {
-        let mut parties: Vec<Party<'a>> = initial
+    ) -> Seats<&'a str> {
+        let mut parties: Vec<Party<&'a str>> = initial
             .iter()
             .map(|(n, s)| Party {
-                name: n,
+                name: *n,
                 votes: 0,
                 seats: *s,
                 descending,
@@ -478,7 +474,7 @@ mod tests {
             match parties[..k].iter_mut().find(|p| p.name == *n) {
                 Some(p) => p.votes = *v,
                 None => parties.push(Party {
-                    name: n,
+                    name: *n,
                     votes: *v,
                     seats: 0,
                     descending,
@@ -491,7 +487,7 @@ mod tests {
             top.seats += 1;
             heap.push(top);
         }
-        let mut out: Seats<'a> = heap.into_iter().map(|p| (p.name, p.seats)).collect();
+        let mut out: Seats<&'a str> = heap.into_iter().map(|p| (p.name, p.seats)).collect();
         out.sort();
         out
     }

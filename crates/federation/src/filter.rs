@@ -84,16 +84,16 @@ pub fn filter(b: &Binding, c: &Cluster, affinities: &[ClusterAffinity]) -> Resul
 
 /// Whether every filter passes ([`filter`] without building the reason).
 pub fn passes(b: &Binding, c: &Cluster, affinities: &[ClusterAffinity]) -> bool {
-    passes_with_api(b, c, affinities, c.apis.contains(&b.gvk))
+    let affine = affinities.is_empty() || affinities.iter().any(|a| cluster_matches(c, a));
+    passes_with(b, c, affine, c.apis.contains(&b.gvk))
 }
 
-/// [`passes`] with whether the cluster has the binding's API already known.
-pub fn passes_with_api(
-    b: &Binding,
-    c: &Cluster,
-    affinities: &[ClusterAffinity],
-    has_api: bool,
-) -> bool {
+/// [`passes`] with whether the cluster matches the affinities (`affine`) and has the
+/// binding's API already known.
+pub fn passes_with(b: &Binding, c: &Cluster, affine: bool, has_api: bool) -> bool {
+    if !affine {
+        return false;
+    }
     let targeted = b.targets(&c.name);
     if !targeted {
         if !has_api {
@@ -110,9 +110,6 @@ pub fn passes_with_api(
                 return false;
             }
         }
-    }
-    if !affinities.is_empty() && !affinities.iter().any(|a| cluster_matches(c, a)) {
-        return false;
     }
     for sc in &b.placement.spread_constraints {
         let missing = match sc.spread_by_field.as_str() {
@@ -174,6 +171,22 @@ pub fn cluster_matches(c: &Cluster, a: &ClusterAffinity) -> bool {
         }
     }
     a.cluster_names.is_empty() || a.cluster_names.contains(&c.name)
+}
+
+/// The indices of the clusters (sorted by name) `a` names, when it names clusters: only
+/// those can match it.
+pub fn named_clusters(clusters: &[Cluster], a: &ClusterAffinity) -> Option<Vec<usize>> {
+    if a.cluster_names.is_empty() {
+        return None;
+    }
+    let mut named: Vec<usize> = a
+        .cluster_names
+        .iter()
+        .filter_map(|n| clusters.binary_search_by(|c| c.name.as_str().cmp(n)).ok())
+        .collect();
+    named.sort_unstable();
+    named.dedup();
+    Some(named)
 }
 
 fn requirement_matches(operator: &str, values: &[String], value: Option<&str>) -> bool {

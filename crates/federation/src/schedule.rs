@@ -4,12 +4,13 @@
 //! (overcommit protection); a binding that does not fit and may preempt makes room on one
 //! cluster (`preempt.rs`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use lockstep_manifests::Source;
 use serde::Serialize;
 
+use crate::api::ClusterAffinity;
 use crate::divide::{self, Candidate, Dynamic};
 use crate::error::FederationError;
 use crate::estimate::{Dense, Usage};
@@ -84,26 +85,74 @@ pub struct Unschedulable {
     pub message: String,
 }
 
-/// One estimate of the last attempt to schedule a binding. The names are shared between
-/// the records (a large run has millions).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EstimateRecord {
-    pub binding: Arc<str>,
-    pub cluster: Arc<str>,
+/// One estimate of the last attempt to schedule a binding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct EstimateRecord<'a> {
+    pub binding: &'a str,
+    pub cluster: &'a str,
     pub replicas: i64,
     /// `summary` or `member`: which estimator gave the (smaller) number.
     pub source: &'static str,
 }
 
-impl Serialize for EstimateRecord {
+/// One estimate as a run keeps it (a large run has millions): the cluster's index, the
+/// replicas (at most `i32::MAX`, as Karmada's estimators answer) and whether the member's
+/// estimator gave the number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Estimate {
+    cluster: u32,
+    replicas: i32,
+    member: bool,
+}
+
+impl Estimate {
+    fn new(cluster: usize, replicas: i64, source: &'static str) -> Estimate {
+        Estimate {
+            cluster: u32::try_from(cluster).unwrap_or(u32::MAX),
+            replicas: i32::try_from(replicas).unwrap_or(if replicas < 0 {
+                i32::MIN
+            } else {
+                i32::MAX
+            }),
+            member: source == "member",
+        }
+    }
+}
+
+/// The estimates of each binding's last scheduling attempt, by binding key and then cluster
+/// name; serialized as the contract's list of [`EstimateRecord`]s.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Estimates {
+    /// Cluster names by index.
+    clusters: Vec<String>,
+    /// (binding key, its estimates in cluster order), by key.
+    bindings: Vec<(String, Vec<Estimate>)>,
+}
+
+impl Estimates {
+    pub fn iter(&self) -> impl Iterator<Item = EstimateRecord<'_>> {
+        self.bindings.iter().flat_map(move |(key, list)| {
+            list.iter().map(move |e| EstimateRecord {
+                binding: key,
+                cluster: &self.clusters[e.cluster as usize],
+                replicas: i64::from(e.replicas),
+                source: if e.member { "member" } else { "summary" },
+            })
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.bindings.iter().map(|(_, l)| l.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bindings.iter().all(|(_, l)| l.is_empty())
+    }
+}
+
+impl Serialize for Estimates {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let mut s = serializer.serialize_struct("EstimateRecord", 4)?;
-        s.serialize_field("binding", &*self.binding)?;
-        s.serialize_field("cluster", &*self.cluster)?;
-        s.serialize_field("replicas", &self.replicas)?;
-        s.serialize_field("source", self.source)?;
-        s.end()
+        serializer.collect_seq(self.iter())
     }
 }
 
@@ -114,7 +163,7 @@ pub struct Decisions {
     pub preemptions: Vec<Preemption>,
     pub unschedulable: Vec<Unschedulable>,
     pub unchanged: Vec<Placed>,
-    pub estimates: Vec<EstimateRecord>,
+    pub estimates: Estimates,
 }
 
 /// The state a run changes: bindings' assignments, what they hold on each cluster, member
@@ -137,10 +186,11 @@ pub(crate) struct State {
     pub remote: BTreeMap<(usize, usize), Option<i64>>,
     /// Cluster -> (priority, binding) of the preemptor holding the room freed there.
     pub claims: BTreeMap<usize, (i64, usize)>,
-    /// Estimates of the latest scheduling attempt of each binding: (cluster, replicas,
-    /// source) in cluster order.
-    pub estimates: Vec<Vec<(usize, i64, &'static str)>>,
+    /// Estimates of the latest scheduling attempt of each binding, in cluster order.
+    pub estimates: Vec<Vec<Estimate>>,
     pub recording: bool,
+    /// [`State::affinity_matches`] of each distinct affinity list with selectors.
+    affinity_masks: HashMap<String, Arc<[bool]>>,
     /// While preemption tries a binding against changes on one cluster at a time, what
     /// does not change between the attempts is kept here.
     pub trial: Option<Trial>,
@@ -353,32 +403,22 @@ pub fn schedule_with(
             }),
         }
     }
-    // Bindings by key and clusters by index (name order): the list comes out sorted.
-    let mut by_key: Vec<usize> = (0..state.fed.bindings.len()).collect();
-    by_key.sort_by(|a, b| state.fed.bindings[*a].key.cmp(&state.fed.bindings[*b].key));
-    let names: Vec<Arc<str>> = state
-        .fed
-        .clusters
-        .iter()
-        .map(|c| Arc::from(c.name.as_str()))
+    // Bindings by key and clusters by index (name order): the list comes out sorted (one
+    // attempt records each feasible cluster once, in index order).
+    let mut by_key: Vec<usize> = (0..state.fed.bindings.len())
+        .filter(|&b| !state.estimates[b].is_empty())
         .collect();
-    d.estimates
-        .reserve_exact(state.estimates.iter().map(Vec::len).sum());
-    for b in by_key {
-        if state.estimates[b].is_empty() {
-            continue;
-        }
-        let key: Arc<str> = Arc::from(state.fed.bindings[b].key.as_str());
-        // One attempt records each feasible cluster once, in index order.
-        for &(c, replicas, source) in &state.estimates[b] {
-            d.estimates.push(EstimateRecord {
-                binding: key.clone(),
-                cluster: names[c].clone(),
-                replicas,
-                source,
-            });
-        }
-    }
+    by_key.sort_by(|a, b| state.fed.bindings[*a].key.cmp(&state.fed.bindings[*b].key));
+    d.estimates = Estimates {
+        clusters: state.fed.clusters.iter().map(|c| c.name.clone()).collect(),
+        bindings: by_key
+            .into_iter()
+            .map(|b| {
+                let list = std::mem::take(&mut state.estimates[b]);
+                (state.fed.bindings[b].key.clone(), list)
+            })
+            .collect(),
+    };
     d.placements.sort_by(|a, b| a.binding.cmp(&b.binding));
     d.unchanged.sort_by(|a, b| a.binding.cmp(&b.binding));
     d.unschedulable.sort_by(|a, b| a.binding.cmp(&b.binding));
@@ -453,6 +493,7 @@ impl State {
             claims: BTreeMap::new(),
             estimates: vec![Vec::new(); n],
             recording: false,
+            affinity_masks: HashMap::new(),
             trial: None,
         })
     }
@@ -461,7 +502,7 @@ impl State {
     pub fn estimate(&mut self, i: usize, c: usize) -> i64 {
         let (replicas, source) = self.estimate_with_source(i, c);
         if self.recording && self.fed.bindings[i].is_workload() {
-            self.estimates[i].push((c, replicas, source));
+            self.estimates[i].push(Estimate::new(c, replicas, source));
         }
         replicas
     }
@@ -557,14 +598,16 @@ impl State {
 
     /// The clusters binding `i` may use under affinity term `term`, and the reasons of the
     /// others.
-    pub fn feasible(&self, i: usize, term: usize) -> (Vec<usize>, Vec<String>) {
+    pub fn feasible(&mut self, i: usize, term: usize) -> (Vec<usize>, Vec<String>) {
+        let affinities = filter::affinities(&self.fed.bindings[i], term);
+        let matching = self.affinity_matches(&affinities);
         let b = &self.fed.bindings[i];
-        let affinities = filter::affinities(b, term);
         let mut ok = Vec::new();
         let mut reasons = Vec::new();
         for (c, cluster) in self.fed.clusters.iter().enumerate() {
             let has_api = self.has_api[self.api_of[i]][c];
-            let pass = filter::passes_with_api(b, cluster, &affinities, has_api);
+            let affine = matching.as_ref().is_none_or(|m| m[c]);
+            let pass = filter::passes_with(b, cluster, affine, has_api);
             debug_assert_eq!(pass, filter::filter(b, cluster, &affinities).is_ok());
             if pass {
                 ok.push(c);
@@ -579,6 +622,36 @@ impl State {
             }
         }
         (ok, reasons)
+    }
+
+    /// Which clusters match any of `affinities` (by cluster index); `None` when there are
+    /// none (every cluster matches). Label and field selectors are matched once per run
+    /// for each distinct affinity list; a list naming its clusters is checked on those.
+    fn affinity_matches(&mut self, affinities: &[ClusterAffinity]) -> Option<Arc<[bool]>> {
+        if affinities.is_empty() {
+            return None;
+        }
+        let clusters = &self.fed.clusters;
+        if affinities.iter().all(|a| !a.cluster_names.is_empty()) {
+            let mut mask = vec![false; clusters.len()];
+            for a in affinities {
+                for c in filter::named_clusters(clusters, a).unwrap_or_default() {
+                    if filter::cluster_matches(&clusters[c], a) {
+                        mask[c] = true;
+                    }
+                }
+            }
+            return Some(mask.into());
+        }
+        // Equal affinities print alike, and different ones differently.
+        let key = format!("{affinities:?}");
+        let mask = self.affinity_masks.entry(key).or_insert_with(|| {
+            clusters
+                .iter()
+                .map(|c| affinities.iter().any(|a| filter::cluster_matches(c, a)))
+                .collect()
+        });
+        Some(mask.clone())
     }
 
     /// Cluster `c` scored for binding `i` with `allocatable` replicas of room.
@@ -697,21 +770,33 @@ impl State {
         if selected.is_empty() {
             return Err("no clusters available to schedule".into());
         }
-        let candidates: Vec<Candidate> = selected
+        // The division names clusters by index (index order is name order).
+        let candidates: Vec<Candidate<usize>> = selected
             .iter()
             .map(|s| Candidate {
-                name: self.fed.clusters[s.index].name.as_str(),
+                name: s.index,
                 available: s.available,
                 allocatable: s.allocatable,
             })
             .collect();
+        let clusters = &self.fed.clusters;
+        // The previous assignment, on clusters of the input (only candidates count).
+        let previous = || -> Vec<(usize, i64)> {
+            b.clusters
+                .iter()
+                .filter_map(|(n, r)| {
+                    let c = clusters.binary_search_by(|c| c.name.as_str().cmp(n));
+                    c.ok().map(|c| (c, *r))
+                })
+                .collect()
+        };
         let divided = (b.replicas > 0 || b.requirements.is_some()) && b.components.len() <= 1;
         if check {
             // Only the dynamic division can fail.
             let dynamic = matches!(b.strategy, Strategy::Aggregated | Strategy::DynamicWeight);
             let fits = !divided
                 || !dynamic
-                || divide::dynamic_fits(&candidates, &b.clusters, b.replicas, b.fresh);
+                || divide::dynamic_fits(&candidates, &previous(), b.replicas, b.fresh);
             return if fits {
                 Ok(Vec::new())
             } else {
@@ -724,29 +809,42 @@ impl State {
             let each = i64::from(b.components.len() > 1);
             return Ok(candidates
                 .iter()
-                .map(|c| (c.name.to_string(), each))
+                .map(|c| (clusters[c.name].name.clone(), each))
                 .collect());
         }
         let descending = divide::names_descending(&b.uid);
-        Ok(match b.strategy {
+        let seats = match b.strategy {
             Strategy::Duplicated => divide::duplicated(&candidates, b.replicas),
             Strategy::StaticWeight => {
-                let weights: Vec<(String, i64)> = selected
+                // The clusters each rule names, when it names them.
+                let named: Vec<Option<Vec<usize>>> = b
+                    .static_weights
+                    .iter()
+                    .map(|r| filter::named_clusters(clusters, &r.target_cluster))
+                    .collect();
+                let weights: Vec<(usize, i64)> = selected
                     .iter()
                     .map(|s| {
-                        let cluster = &self.fed.clusters[s.index];
                         let w = b
                             .static_weights
                             .iter()
-                            .filter(|r| filter::cluster_matches(cluster, &r.target_cluster))
-                            .map(|r| r.weight)
+                            .zip(&named)
+                            .filter(|(r, named)| {
+                                named
+                                    .as_ref()
+                                    .is_none_or(|n| n.binary_search(&s.index).is_ok())
+                                    && filter::cluster_matches(
+                                        &clusters[s.index],
+                                        &r.target_cluster,
+                                    )
+                            })
+                            .map(|(r, _)| r.weight)
                             .max()
                             .unwrap_or(0);
-                        (cluster, w)
+                        (s.index, w)
                     })
                     // The division counts only clusters with weight.
                     .filter(|(_, w)| *w > 0)
-                    .map(|(cluster, w)| (cluster.name.clone(), w))
                     .collect();
                 divide::static_weight(&candidates, &weights, b.replicas, descending)
             }
@@ -759,13 +857,17 @@ impl State {
                 divide::dynamic(
                     kind,
                     &candidates,
-                    &b.clusters,
+                    &previous(),
                     b.replicas,
                     b.fresh,
                     descending,
                 )?
             }
-        })
+        };
+        Ok(seats
+            .into_iter()
+            .map(|(c, r)| (clusters[c].name.clone(), r))
+            .collect())
     }
 
     /// Makes `assignment` binding `i`'s placement: what it holds on each cluster changes

@@ -24,8 +24,26 @@ pub struct Scored {
 /// Orders clusters as Karmada's `sortClusters`: score, then available replicas (both
 /// descending), then name.
 pub fn sort(list: &mut [Scored]) {
-    // The order is total, so an unstable sort gives the one result.
-    list.sort_unstable_by(order);
+    // The order is total, so an unstable sort gives the one result. Where every field fits,
+    // the order is that of one packed integer, which sorts faster.
+    if list.iter().all(|s| packed(s).is_some()) {
+        list.sort_unstable_by_key(|s| packed(s).unwrap_or(u64::MAX));
+    } else {
+        list.sort_unstable_by(order);
+    }
+}
+
+/// [`order`] as one integer, ascending, when the score is in 0..=255, the available
+/// replicas in 0..2^40 and the index below 2^16.
+fn packed(s: &Scored) -> Option<u64> {
+    let score = u8::try_from(s.score).ok()?;
+    let available = u64::try_from(s.available).ok().filter(|a| *a < 1 << 40)?;
+    let index = u16::try_from(s.index).ok()?;
+    Some(
+        (u64::from(u8::MAX - score) << 56)
+            | (((1u64 << 40) - 1 - available) << 16)
+            | u64::from(index),
+    )
 }
 
 /// [`sort`]'s order: a total order, as no two clusters share an index.
@@ -347,6 +365,44 @@ pub fn select_groups(mut groups: Vec<Group>, min: i64, max: i64, target: i64) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The packed order is `order`, and lists with fields too large to pack still sort.
+        #[test]
+        fn sort_is_the_order(
+            list in proptest::collection::vec(
+                (0usize..3000, 0i64..3, proptest::prop_oneof![0i64..20, 0i64..(1 << 40)]),
+                0..60,
+            ),
+            // One cluster whose fields do not pack, or none.
+            wide in proptest::option::of((
+                proptest::prop_oneof![0usize..3000, 65_536usize..70_000],
+                -1i64..300,
+                proptest::prop_oneof![-3i64..(1 << 41), proptest::strategy::Just(i64::MAX)],
+            )),
+        ) {
+            let mut seen = std::collections::BTreeSet::new();
+            let mut list: Vec<Scored> = list
+                .into_iter()
+                .map(|(index, score, available)| (index, score * 50, available))
+                .chain(wide)
+                .filter(|(index, _, _)| seen.insert(*index))
+                .map(|(index, score, available)| Scored {
+                    index,
+                    score,
+                    available,
+                    allocatable: 0,
+                })
+                .collect();
+            let mut expected = list.clone();
+            expected.sort_by(order);
+            sort(&mut list);
+            let key = |l: &[Scored]| -> Vec<(usize, i64, i64)> {
+                l.iter().map(|s| (s.index, s.score, s.available)).collect()
+            };
+            proptest::prop_assert_eq!(key(&list), key(&expected));
+        }
+    }
 
     fn g(name: &str, value: i64, weight: i64) -> Group {
         Group {
