@@ -5,7 +5,7 @@ use anyhow::{Result, anyhow, bail};
 use lockstep_federation::schedule::Decisions;
 use lockstep_manifests::Source;
 
-use crate::Format;
+use crate::{Format, Output};
 
 #[derive(clap::Args)]
 pub struct FederateArgs {
@@ -34,7 +34,7 @@ pub struct FederateArgs {
     no_preemption: bool,
 }
 
-pub fn federate(args: &FederateArgs) -> Result<String> {
+pub fn federate(args: &FederateArgs) -> Result<Output> {
     let sources: Vec<Source> = args.files.iter().map(|f| Source::from_arg(f)).collect();
     let mut members: Vec<(String, Vec<Source>)> = Vec::new();
     for m in &args.members {
@@ -93,10 +93,17 @@ pub fn federate(args: &FederateArgs) -> Result<String> {
     };
     let decisions =
         lockstep_federation::schedule(&loaded.federation, &options).map_err(|e| anyhow!("{e}"))?;
+    // JSON and YAML are written as they are made: a large run's estimates alone are
+    // hundreds of megabytes of text.
     Ok(match args.output {
-        Format::Table => table(&decisions),
-        Format::Json => serde_json::to_string_pretty(&decisions)? + "\n",
-        Format::Yaml => serde_norway::to_string(&decisions)?,
+        Format::Table => Output::Text(table(&decisions)),
+        Format::Json => Output::Stream(Box::new(move |w| {
+            serde_json::to_writer_pretty(&mut *w, &decisions)?;
+            w.write_all(b"\n")
+        })),
+        Format::Yaml => Output::Stream(Box::new(move |w| {
+            serde_norway::to_writer(w, &decisions).map_err(std::io::Error::other)
+        })),
     })
 }
 

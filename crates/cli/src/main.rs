@@ -333,6 +333,13 @@ fn estimate_table(report: &EstimateReport) -> String {
     out
 }
 
+/// What a command prints: its text, or a document written straight to standard output
+/// (never held whole in memory).
+pub enum Output {
+    Text(String),
+    Stream(Box<dyn FnOnce(&mut dyn Write) -> std::io::Result<()>>),
+}
+
 fn main() -> ExitCode {
     // Freed memory goes back to the system at once rather than after 10 ms: a run builds
     // large structures one after another (documents, objects, the cluster state), and peak
@@ -342,15 +349,17 @@ fn main() -> ExitCode {
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
     let cli = Cli::parse();
     let result = match &cli.command {
-        Command::Schedule(args) => schedule(args),
-        Command::Simulate(args) => simulate::simulate(args),
-        Command::Run(args) => run::run(args),
+        Command::Schedule(args) => schedule(args).map(Output::Text),
+        Command::Simulate(args) => simulate::simulate(args).map(Output::Text),
+        Command::Run(args) => run::run(args).map(Output::Text),
         Command::Federate(args) => federate::federate(args),
-        Command::Estimator(args) => estimator::estimator(args),
+        Command::Estimator(args) => estimator::estimator(args).map(Output::Text),
         Command::Completions { shell } => {
             let mut out = Vec::new();
             clap_complete::generate(*shell, &mut Cli::command(), "lockstep", &mut out);
-            String::from_utf8(out).context("the completion script is UTF-8")
+            String::from_utf8(out)
+                .context("the completion script is UTF-8")
+                .map(Output::Text)
         }
         Command::Man => {
             let mut out = Vec::new();
@@ -358,13 +367,17 @@ fn main() -> ExitCode {
                 .render(&mut out)
                 .context("cannot render the man page")
                 .and_then(|()| String::from_utf8(out).context("the man page is UTF-8"))
+                .map(Output::Text)
         }
     };
     match result {
-        Ok(text) => {
-            let mut stdout = std::io::stdout().lock();
+        Ok(output) => {
+            let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
             // A closed pipe (e.g. `| head`) is not an error worth a panic.
-            let _ = stdout.write_all(text.as_bytes());
+            let _ = match output {
+                Output::Text(text) => stdout.write_all(text.as_bytes()),
+                Output::Stream(write) => write(&mut stdout),
+            };
             let _ = stdout.flush();
             ExitCode::SUCCESS
         }
