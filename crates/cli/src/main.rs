@@ -337,8 +337,11 @@ fn estimate_table(report: &EstimateReport) -> String {
 /// (never held whole in memory).
 pub enum Output {
     Text(String),
-    Stream(Box<dyn FnOnce(&mut dyn Write) -> std::io::Result<()>>),
+    Stream(Writer),
 }
+
+/// Writes a document to the writer it is given.
+pub type Writer = Box<dyn FnOnce(&mut dyn Write) -> std::io::Result<()>>;
 
 fn main() -> ExitCode {
     // Freed memory goes back to the system at once rather than after 10 ms: a run builds
