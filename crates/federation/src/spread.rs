@@ -10,7 +10,7 @@ use crate::api::SpreadConstraint;
 use crate::model::{Binding, Cluster, Strategy};
 
 /// A feasible cluster with its score and room.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub struct Scored {
     /// The cluster's index in the federation (clusters are in name order).
     pub index: usize,
@@ -26,10 +26,18 @@ pub struct Scored {
 pub fn sort(list: &mut [Scored]) {
     // The order is total, so an unstable sort gives the one result. Where every field fits,
     // the order is that of one packed integer, which sorts faster.
-    if list.iter().all(|s| packed(s).is_some()) {
-        list.sort_unstable_by_key(|s| packed(s).unwrap_or(u64::MAX));
-    } else {
-        list.sort_unstable_by(order);
+    let keys: Option<Vec<(u64, u32)>> = list
+        .iter()
+        .enumerate()
+        .map(|(at, s)| Some((packed(s)?, u32::try_from(at).ok()?)))
+        .collect();
+    match keys {
+        Some(mut keys) => {
+            keys.sort_unstable();
+            let sorted: Vec<Scored> = keys.iter().map(|&(_, at)| list[at as usize]).collect();
+            list.copy_from_slice(&sorted);
+        }
+        None => list.sort_unstable_by(order),
     }
 }
 
@@ -197,7 +205,7 @@ fn by_region(
     for c in clusters {
         let r = all[c.index].region.as_str();
         if !r.is_empty() {
-            map.entry(r).or_default().push(c.clone());
+            map.entry(r).or_default().push(*c);
         }
     }
     let regions: Vec<Region> = map
@@ -234,7 +242,7 @@ fn by_region(
             .iter()
             .find(|r| r.name == g.name)
             .expect("a chosen region exists");
-        selected.push(r.clusters[0].clone());
+        selected.push(r.clusters[0]);
         candidates.extend(r.clusters[1..].iter().cloned());
     }
     let need = ((candidates.len() + selected.len()) as i64).min(cluster_max);
