@@ -91,8 +91,11 @@ pub fn federate(args: &FederateArgs) -> Result<Output> {
         members,
         estimators,
     };
-    let decisions =
-        lockstep_federation::schedule(&loaded.federation, &options).map_err(|e| anyhow!("{e}"))?;
+    // The run takes the federation over: nothing is copied.
+    let members = lockstep_federation::load_members(&loaded.federation, &options)
+        .map_err(|e| anyhow!("{e}"))?;
+    let decisions = lockstep_federation::schedule_with(loaded.federation, &options, members)
+        .map_err(|e| anyhow!("{e}"))?;
     // JSON and YAML are written as they are made: a large run's estimates alone are
     // hundreds of megabytes of text.
     Ok(match args.output {

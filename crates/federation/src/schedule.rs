@@ -198,7 +198,8 @@ pub(crate) struct State {
 
 /// Schedules a federation: see the module documentation and README's federation section.
 pub fn schedule(fed: &Federation, options: &Options) -> Result<Decisions, FederationError> {
-    schedule_with(fed, options, load_members(fed, options)?)
+    let members = load_members(fed, options)?;
+    schedule_with(fed.clone(), options, members)
 }
 
 /// Member clusters' manifests (`Options::members`) loaded for one federation's bindings:
@@ -299,14 +300,15 @@ pub fn load_members(fed: &Federation, options: &Options) -> Result<Members, Fede
     })
 }
 
-/// [`schedule`] on members already loaded for `fed` by [`load_members`] (the run changes
-/// them, so they serve one run).
+/// [`schedule`] on members already loaded for `fed` by [`load_members`]. The run changes
+/// the federation's bindings and the members as it goes, so it takes them over (a caller
+/// that keeps its input passes a copy).
 pub fn schedule_with(
-    fed: &Federation,
+    fed: Federation,
     options: &Options,
     members: Members,
 ) -> Result<Decisions, FederationError> {
-    let mut state = State::new(fed.clone(), options, members)?;
+    let mut state = State::new(fed, options, members)?;
     let mut queue: BTreeSet<(i64, i64, String, usize)> = BTreeSet::new();
     let order = |b: &Binding, i: usize| {
         (

@@ -32,7 +32,7 @@ fn a_run_on_members_loaded_beforehand_decides_as_a_whole_run() {
     let fed = federation();
     let whole = schedule(&fed, &options()).expect("schedules");
     let members = load_members(&fed, &options()).expect("members load");
-    let split = schedule_with(&fed, &options(), members).expect("schedules");
+    let split = schedule_with(fed.clone(), &options(), members).expect("schedules");
     assert_eq!(whole, split);
     assert!(
         split.estimates.iter().any(|e| e.source == "member"),
@@ -46,7 +46,7 @@ fn members_loaded_for_other_bindings_are_refused() {
     let members = load_members(&fed, &options()).expect("members load");
     let mut other = fed.clone();
     other.bindings.pop();
-    let e = schedule_with(&other, &options(), members).unwrap_err();
+    let e = schedule_with(other, &options(), members).unwrap_err();
     assert!(
         e.to_string()
             .contains("loaded for other clusters or bindings"),
