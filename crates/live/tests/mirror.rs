@@ -291,8 +291,21 @@ async fn the_state_changed_in_place_equals_the_state_built_from_scratch() {
         )
         .await
         .unwrap();
+    // The watch delivers the fix in its own time: until it does, the mirror and the caches
+    // agree on the node still being left out.
+    tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            mirror.sync(&caches);
+            if mirror.mirror.excluded.is_empty() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the fixed node is taken back");
+    assert!(mirror.scheduler().state().node_id("n2").is_some());
     agrees(&mut mirror, &caches).await;
-    assert!(mirror.mirror.excluded.is_empty());
     drop(caches);
     let mut plane = plane;
     plane.stop();
