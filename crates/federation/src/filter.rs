@@ -82,14 +82,8 @@ pub fn filter(b: &Binding, c: &Cluster, affinities: &[ClusterAffinity]) -> Resul
     Ok(())
 }
 
-/// Whether every filter passes ([`filter`] without building the reason).
-pub fn passes(b: &Binding, c: &Cluster, affinities: &[ClusterAffinity]) -> bool {
-    let affine = affinities.is_empty() || affinities.iter().any(|a| cluster_matches(c, a));
-    passes_with(b, c, affine, c.apis.contains(&b.gvk))
-}
-
-/// [`passes`] with whether the cluster matches the affinities (`affine`) and has the
-/// binding's API already known.
+/// Whether every filter passes ([`filter`] without building the reason), given whether the
+/// cluster matches the affinities (`affine`, see [`matching`]) and has the binding's API.
 pub fn passes_with(b: &Binding, c: &Cluster, affine: bool, has_api: bool) -> bool {
     if !affine {
         return false;
@@ -173,20 +167,31 @@ pub fn cluster_matches(c: &Cluster, a: &ClusterAffinity) -> bool {
     a.cluster_names.is_empty() || a.cluster_names.contains(&c.name)
 }
 
-/// The indices of the clusters (sorted by name) `a` names, when it names clusters: only
-/// those can match it.
-pub fn named_clusters(clusters: &[Cluster], a: &ClusterAffinity) -> Option<Vec<usize>> {
-    if a.cluster_names.is_empty() {
-        return None;
+/// Whether every affinity of the list names its clusters: only those can match.
+pub fn names_clusters(affinities: &[ClusterAffinity]) -> bool {
+    affinities.iter().all(|a| !a.cluster_names.is_empty())
+}
+
+/// Which of `clusters` (sorted by name) match any of `affinities`, by index. A list that
+/// [names its clusters](names_clusters) is checked on those alone.
+pub fn matching(clusters: &[Cluster], affinities: &[ClusterAffinity]) -> Vec<bool> {
+    if !names_clusters(affinities) {
+        return clusters
+            .iter()
+            .map(|c| affinities.iter().any(|a| cluster_matches(c, a)))
+            .collect();
     }
-    let mut named: Vec<usize> = a
-        .cluster_names
-        .iter()
-        .filter_map(|n| clusters.binary_search_by(|c| c.name.as_str().cmp(n)).ok())
-        .collect();
-    named.sort_unstable();
-    named.dedup();
-    Some(named)
+    let mut mask = vec![false; clusters.len()];
+    for a in affinities {
+        for name in &a.cluster_names {
+            if let Ok(c) = clusters.binary_search_by(|c| c.name.as_str().cmp(name))
+                && cluster_matches(&clusters[c], a)
+            {
+                mask[c] = true;
+            }
+        }
+    }
+    mask
 }
 
 fn requirement_matches(operator: &str, values: &[String], value: Option<&str>) -> bool {

@@ -626,34 +626,37 @@ impl State {
         (ok, reasons)
     }
 
-    /// Which clusters match any of `affinities` (by cluster index); `None` when there are
-    /// none (every cluster matches). Label and field selectors are matched once per run
-    /// for each distinct affinity list; a list naming its clusters is checked on those.
+    /// [`filter::matching`] for binding affinities; `None` when there are none (every
+    /// cluster matches). Lists with selectors are matched once per run (the verdicts only
+    /// depend on the clusters' static properties); lists naming their clusters are cheap.
     fn affinity_matches(&mut self, affinities: &[ClusterAffinity]) -> Option<Arc<[bool]>> {
         if affinities.is_empty() {
             return None;
         }
         let clusters = &self.fed.clusters;
-        if affinities.iter().all(|a| !a.cluster_names.is_empty()) {
-            let mut mask = vec![false; clusters.len()];
-            for a in affinities {
-                for c in filter::named_clusters(clusters, a).unwrap_or_default() {
-                    if filter::cluster_matches(&clusters[c], a) {
-                        mask[c] = true;
-                    }
-                }
-            }
-            return Some(mask.into());
+        if filter::names_clusters(affinities) {
+            return Some(filter::matching(clusters, affinities).into());
         }
         // Equal affinities print alike, and different ones differently.
         let key = format!("{affinities:?}");
-        let mask = self.affinity_masks.entry(key).or_insert_with(|| {
-            clusters
-                .iter()
-                .map(|c| affinities.iter().any(|a| filter::cluster_matches(c, a)))
-                .collect()
-        });
+        let mask = self
+            .affinity_masks
+            .entry(key)
+            .or_insert_with(|| filter::matching(clusters, affinities).into());
         Some(mask.clone())
+    }
+
+    /// Binding `i`'s static weight rules: each weight with the clusters its rule matches.
+    fn weight_rules(&mut self, i: usize) -> Vec<(i64, Arc<[bool]>)> {
+        let targets: Vec<(i64, ClusterAffinity)> = self.fed.bindings[i]
+            .static_weights
+            .iter()
+            .map(|r| (r.weight, r.target_cluster.clone()))
+            .collect();
+        targets
+            .into_iter()
+            .filter_map(|(w, t)| Some((w, self.affinity_matches(std::slice::from_ref(&t))?)))
+            .collect()
     }
 
     /// Cluster `c` scored for binding `i` with `allocatable` replicas of room.
@@ -762,6 +765,11 @@ impl State {
             spread::sort(&mut scored);
             scored
         };
+        let rules = if !check && self.fed.bindings[i].strategy == Strategy::StaticWeight {
+            self.weight_rules(i)
+        } else {
+            Vec::new()
+        };
         let b = &self.fed.bindings[i];
         let need = if b.components.len() > 1 {
             1
@@ -818,29 +826,13 @@ impl State {
         let seats = match b.strategy {
             Strategy::Duplicated => divide::duplicated(&candidates, b.replicas),
             Strategy::StaticWeight => {
-                // The clusters each rule names, when it names them.
-                let named: Vec<Option<Vec<usize>>> = b
-                    .static_weights
-                    .iter()
-                    .map(|r| filter::named_clusters(clusters, &r.target_cluster))
-                    .collect();
                 let weights: Vec<(usize, i64)> = selected
                     .iter()
                     .map(|s| {
-                        let w = b
-                            .static_weights
+                        let w = rules
                             .iter()
-                            .zip(&named)
-                            .filter(|(r, named)| {
-                                named
-                                    .as_ref()
-                                    .is_none_or(|n| n.binary_search(&s.index).is_ok())
-                                    && filter::cluster_matches(
-                                        &clusters[s.index],
-                                        &r.target_cluster,
-                                    )
-                            })
-                            .map(|(r, _)| r.weight)
+                            .filter(|(_, matches)| matches[s.index])
+                            .map(|(w, _)| *w)
                             .max()
                             .unwrap_or(0);
                         (s.index, w)
