@@ -19,10 +19,13 @@ use lockstep_model::{NodeId, Pod, PodId};
 
 use crate::config::{ConfigError, Profile};
 use crate::framework::{CycleState, Plugin, PreFilter, Reason, Signature};
-use crate::plugins;
 use crate::state::ClusterState;
+use crate::{helper, plugins};
 
 const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
+/// From this many feasible nodes on, a cycle scores them on two cores (see
+/// [`Framework::run_scores`]); below, handing half over costs more than it saves.
+const SPLIT_SCORES: usize = 128;
 const MIN_FEASIBLE_NODES_PERCENTAGE: usize = 5;
 
 /// `numFeasibleNodesToFind` of kube-scheduler: all nodes below 100, else the configured
@@ -133,7 +136,11 @@ pub struct Framework {
     /// Rejections per reason in this cycle (Fx: SipHash showed in profiles of full clusters).
     failures: FxHashMap<Reason, u32>,
     feasible: Vec<NodeId>,
+    /// Raw scores of the first (and with a split, the second) part of `feasible`, plugin
+    /// after plugin; then one plugin's scores of every feasible node.
     raw: Vec<i64>,
+    raw_second: Vec<i64>,
+    scores: Vec<i64>,
     total: Vec<i64>,
     batching: bool,
     batch: Option<Batch>,
@@ -156,6 +163,11 @@ pub struct Framework {
     /// Cycles answered from the batch state, and full cycles (for reports and tests).
     pub batched_cycles: u64,
     pub full_cycles: u64,
+    /// Score the feasible nodes of a large cycle on two cores (on by default; the scores are
+    /// the same either way).
+    pub split_scores: bool,
+    /// Cycles whose nodes were scored in two parts.
+    pub split_cycles: u64,
 }
 
 impl Framework {
@@ -189,6 +201,8 @@ impl Framework {
             failures: FxHashMap::default(),
             feasible: Vec::new(),
             raw: Vec::new(),
+            raw_second: Vec::new(),
+            scores: Vec::new(),
             total: Vec::new(),
             batching: true,
             batch: None,
@@ -197,6 +211,8 @@ impl Framework {
             failed: None,
             batched_cycles: 0,
             full_cycles: 0,
+            split_scores: true,
+            split_cycles: 0,
             last_score: 0,
             tied: Vec::new(),
             force_score: false,
@@ -618,20 +634,51 @@ impl Framework {
 
     /// PreScore, Score and NormalizeScore of every scorer over `feasible`, summed with the
     /// weights into `total`.
+    ///
+    /// From [`SPLIT_SCORES`] feasible nodes on, the helper thread scores the second half of
+    /// them while this one scores the first (every plugin's score of a node depends on that
+    /// node alone); NormalizeScore then sees each plugin's scores of all the nodes in order.
     fn run_scores(&mut self, snap: &ClusterState, pod: &Pod) {
         let m = self.feasible.len();
         self.total.clear();
         self.total.resize(m, 0);
         self.active_scorers.clear();
-        for (k, (p, weight)) in self.scorers.iter().enumerate() {
-            if !p.pre_score(snap, pod, &mut self.state, &self.feasible) {
-                continue;
+        for (k, (p, _)) in self.scorers.iter().enumerate() {
+            if p.pre_score(snap, pod, &mut self.state, &self.feasible) {
+                self.active_scorers.push(k);
             }
-            self.active_scorers.push(k);
-            self.raw.clear();
-            p.score_nodes(snap, pod, &self.state, &self.feasible, &mut self.raw);
-            p.normalize(&self.state, &self.feasible, &mut self.raw);
-            for (t, s) in self.total.iter_mut().zip(&self.raw) {
+        }
+        let half = if self.split_scores && m >= SPLIT_SCORES {
+            self.split_cycles += 1;
+            m / 2
+        } else {
+            m
+        };
+        let (first, second) = self.feasible.split_at(half);
+        let (scorers, active, state) = (&self.scorers, &self.active_scorers, &self.state);
+        let score_all = |nodes: &[NodeId], out: &mut Vec<i64>| {
+            out.clear();
+            for &k in active {
+                scorers[k].0.score_nodes(snap, pod, state, nodes, out);
+            }
+        };
+        let (raw, raw_second) = (&mut self.raw, &mut self.raw_second);
+        if second.is_empty() {
+            score_all(first, raw);
+            raw_second.clear();
+        } else {
+            helper::join(|| score_all(second, raw_second), || score_all(first, raw));
+        }
+        for (j, &k) in self.active_scorers.iter().enumerate() {
+            let (p, weight) = &self.scorers[k];
+            self.scores.clear();
+            self.scores
+                .extend_from_slice(&self.raw[j * half..(j + 1) * half]);
+            let rest = m - half;
+            self.scores
+                .extend_from_slice(&self.raw_second[j * rest..(j + 1) * rest]);
+            p.normalize(&self.state, &self.feasible, &mut self.scores);
+            for (t, s) in self.total.iter_mut().zip(&self.scores) {
                 *t += s * weight;
             }
         }

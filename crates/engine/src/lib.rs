@@ -16,6 +16,7 @@ pub mod framework;
 pub mod gang_search;
 pub mod group;
 mod group_cycle;
+mod helper;
 pub mod plugins;
 pub mod preemption;
 pub mod queue;

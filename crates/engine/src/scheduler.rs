@@ -61,6 +61,9 @@ pub struct Options {
     /// it with that failure (only without messages; see `unit_memo_key`). The decisions are
     /// the same either way.
     pub remember_failed_gangs: bool,
+    /// Score the feasible nodes of a large cycle on two cores (see `Framework::run_scores`).
+    /// The decisions are the same either way.
+    pub split_scores: bool,
 }
 
 impl Default for Options {
@@ -74,6 +77,7 @@ impl Default for Options {
             explain: true,
             record_ties: false,
             remember_failed_gangs: true,
+            split_scores: true,
         }
     }
 }
@@ -261,6 +265,7 @@ impl Scheduler {
         state.device_choice = crate::plugins::device_choice(&options.profile);
         let mut framework = Framework::new(&options.profile, &state.cluster.resources)?;
         framework.set_batching(options.batching);
+        framework.split_scores = options.split_scores;
         Ok(Scheduler {
             framework,
             placed_epoch: vec![0; state.pod_slots()],
@@ -452,6 +457,11 @@ impl Scheduler {
     /// Cycles answered by batching and full cycles run so far.
     pub fn cycle_counts(&self) -> (u64, u64) {
         (self.framework.batched_cycles, self.framework.full_cycles)
+    }
+
+    /// Full cycles whose feasible nodes were scored in two parts (`Options::split_scores`).
+    pub fn split_cycles(&self) -> u64 {
+        self.framework.split_cycles
     }
 
     pub(crate) fn pod_key(&self, id: PodId) -> String {

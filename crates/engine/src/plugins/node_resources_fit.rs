@@ -332,13 +332,95 @@ impl Plugin for NodeResourcesFit {
         out: &mut Vec<i64>,
     ) {
         match state.read::<FitScoreState>() {
-            Some(fit) => out.extend(nodes.iter().map(|&n| self.node_score(snap, fit, n))),
+            Some(fit) => self.nodes_scores(snap, fit, nodes, out),
             None => out.extend(nodes.iter().map(|_| 0)),
         }
     }
 }
 
 impl NodeResourcesFit {
+    /// [`node_score`](Self::node_score) of each of `nodes`, appended to `out`, computed a
+    /// resource at a time over all the nodes and then their weighted means: the same integer
+    /// arithmetic, but the divisions of different nodes do not wait on each other.
+    fn nodes_scores(
+        &self,
+        snap: &ClusterState,
+        fit: &FitScoreState,
+        nodes: &[NodeId],
+        out: &mut Vec<i64>,
+    ) {
+        let start = out.len();
+        out.resize(start + nodes.len(), 0);
+        let total = &mut out[start..];
+        let mut weights = vec![0i64; nodes.len()];
+        for (i, &(r, w)) in self.resources.iter().enumerate() {
+            let Some(r) = r else { continue };
+            let pod_req = fit.pod_requests[i];
+            if r.0 > ResourceId::PODS.0 && pod_req == 0 {
+                continue;
+            }
+            match r {
+                ResourceId::CPU => self.add_resource(snap, nodes, r, w, total, &mut weights, |n| {
+                    snap.non_zero_requested(n)[0] + pod_req
+                }),
+                ResourceId::MEMORY => {
+                    self.add_resource(snap, nodes, r, w, total, &mut weights, |n| {
+                        snap.non_zero_requested(n)[1] + pod_req
+                    })
+                }
+                _ => self.add_resource(snap, nodes, r, w, total, &mut weights, |n| {
+                    snap.requested(n, r) + pod_req
+                }),
+            }
+        }
+        let rounded = self.strategy.kind == ScoringStrategyType::RequestedToCapacityRatio;
+        for (t, &w) in total.iter_mut().zip(&weights) {
+            *t = if w == 0 {
+                0
+            } else if rounded {
+                // kube-scheduler rounds here (math.Round of the weighted mean).
+                quotient(*t * 2 + w, 2 * w)
+            } else {
+                quotient(*t, w)
+            };
+        }
+    }
+
+    /// Adds resource `r`'s weighted score on each of `nodes` (the requested amount, the pod's
+    /// included, from `requested`) to `total`, and its weight to `weights` where the node has
+    /// any of it.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn add_resource(
+        &self,
+        snap: &ClusterState,
+        nodes: &[NodeId],
+        r: ResourceId,
+        w: i64,
+        total: &mut [i64],
+        weights: &mut [i64],
+        requested: impl Fn(NodeId) -> i64,
+    ) {
+        let score = |requested: i64, capacity: i64| match self.strategy.kind {
+            ScoringStrategyType::LeastAllocated => {
+                if requested > capacity {
+                    0
+                } else {
+                    quotient((capacity - requested) * MAX_NODE_SCORE, capacity)
+                }
+            }
+            _ => self.strategy.resource_score(requested, capacity),
+        };
+        for ((&node, t), weight) in nodes.iter().zip(total).zip(weights) {
+            let capacity = snap.allocatable(node, r);
+            if capacity == 0 {
+                continue;
+            }
+            *t += score(requested(node), capacity) * w;
+            *weight += w;
+        }
+    }
+
     /// The strategy's weighted score of `node` for the pod whose requests `fit` holds.
     #[inline(always)]
     fn node_score(&self, snap: &ClusterState, fit: &FitScoreState, node: NodeId) -> i64 {
