@@ -26,6 +26,9 @@ const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
 /// From this many feasible nodes on, a cycle scores them on two cores (see
 /// [`Framework::run_scores`]); below, handing half over costs more than it saves.
 const SPLIT_SCORES: usize = 128;
+/// The unit of the helper's part of a split: it takes between a quarter and three quarters of
+/// the nodes, moved by one unit a cycle towards both sides finishing together.
+const SHARE_UNITS: usize = 64;
 const MIN_FEASIBLE_NODES_PERCENTAGE: usize = 5;
 
 /// `numFeasibleNodesToFind` of kube-scheduler: all nodes below 100, else the configured
@@ -168,6 +171,8 @@ pub struct Framework {
     pub split_scores: bool,
     /// Cycles whose nodes were scored in two parts.
     pub split_cycles: u64,
+    /// The helper thread's part of the nodes to score, in [`SHARE_UNITS`]ths.
+    helper_share: usize,
 }
 
 impl Framework {
@@ -213,6 +218,7 @@ impl Framework {
             full_cycles: 0,
             split_scores: true,
             split_cycles: 0,
+            helper_share: SHARE_UNITS / 2,
             last_score: 0,
             tied: Vec::new(),
             force_score: false,
@@ -635,7 +641,7 @@ impl Framework {
     /// PreScore, Score and NormalizeScore of every scorer over `feasible`, summed with the
     /// weights into `total`.
     ///
-    /// From [`SPLIT_SCORES`] feasible nodes on, the helper thread scores the second half of
+    /// From [`SPLIT_SCORES`] feasible nodes on, the helper thread scores the last part of
     /// them while this one scores the first (every plugin's score of a node depends on that
     /// node alone); NormalizeScore then sees each plugin's scores of all the nodes in order.
     fn run_scores(&mut self, snap: &ClusterState, pod: &Pod) {
@@ -648,13 +654,13 @@ impl Framework {
                 self.active_scorers.push(k);
             }
         }
-        let half = if self.split_scores && m >= SPLIT_SCORES {
+        let cut = if self.split_scores && m >= SPLIT_SCORES {
             self.split_cycles += 1;
-            m / 2
+            m - m * self.helper_share / SHARE_UNITS
         } else {
             m
         };
-        let (first, second) = self.feasible.split_at(half);
+        let (first, second) = self.feasible.split_at(cut);
         let (scorers, active, state) = (&self.scorers, &self.active_scorers, &self.state);
         let score_all = |nodes: &[NodeId], out: &mut Vec<i64>| {
             out.clear();
@@ -667,14 +673,21 @@ impl Framework {
             score_all(first, raw);
             raw_second.clear();
         } else {
-            helper::join(|| score_all(second, raw_second), || score_all(first, raw));
+            let (_, last) =
+                helper::join(|| score_all(second, raw_second), || score_all(first, raw));
+            // Balance the parts for the next cycle: the two cores need not be equally fast
+            // (a busy machine, a core shared with another guest).
+            self.helper_share = match last {
+                helper::Last::Helper => (self.helper_share - 1).max(SHARE_UNITS / 4),
+                helper::Last::Caller => (self.helper_share + 1).min(SHARE_UNITS * 3 / 4),
+            };
         }
         for (j, &k) in self.active_scorers.iter().enumerate() {
             let (p, weight) = &self.scorers[k];
             self.scores.clear();
             self.scores
-                .extend_from_slice(&self.raw[j * half..(j + 1) * half]);
-            let rest = m - half;
+                .extend_from_slice(&self.raw[j * cut..(j + 1) * cut]);
+            let rest = m - cut;
             self.scores
                 .extend_from_slice(&self.raw_second[j * rest..(j + 1) * rest]);
             p.normalize(&self.state, &self.feasible, &mut self.scores);

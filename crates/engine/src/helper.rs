@@ -106,16 +106,26 @@ impl Drop for Finish<'_> {
     }
 }
 
+/// Which side of a [`join`] finished last: a caller that splits work again can move some
+/// of it to the other side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Last {
+    /// The helper finished first (or both ran here, one after the other).
+    Caller,
+    /// The caller waited for the helper.
+    Helper,
+}
+
 /// Runs `a` on the helper thread and `b` on this one; returns `b`'s result once both are
-/// done. A panic in either is raised here.
-pub fn join<A, B, R>(a: A, b: B) -> R
+/// done, and which side finished last. A panic in either is raised here.
+pub fn join<A, B, R>(a: A, b: B) -> (R, Last)
 where
     A: FnOnce() + Send,
     B: FnOnce() -> R,
 {
     let Some(helper) = helper() else {
         a();
-        return b();
+        return (b(), Last::Caller);
     };
     // A caller that panicked poisons the lock but leaves the helper idle.
     let _caller = match helper.caller.try_lock() {
@@ -123,7 +133,7 @@ where
         Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
         Err(TryLockError::WouldBlock) => {
             a();
-            return b();
+            return (b(), Last::Caller);
         }
     };
     let job: Box<dyn FnOnce() + Send + '_> = Box::new(a);
@@ -136,11 +146,16 @@ where
     helper.thread.unpark();
     let finish = Finish(helper);
     let result = b();
+    let last = if helper.state.load(Ordering::Acquire) == DONE {
+        Last::Caller
+    } else {
+        Last::Helper
+    };
     drop(finish);
     if helper.panicked.load(Ordering::Relaxed) {
         panic!("the helper thread's part of a scheduling cycle panicked");
     }
-    result
+    (result, last)
 }
 
 #[cfg(test)]
@@ -151,7 +166,7 @@ mod tests {
     fn both_sides_run_and_their_results_are_kept() {
         for round in 0..1000u64 {
             let mut left = Vec::new();
-            let right = join(
+            let (right, _) = join(
                 || left.extend((0..100).map(|i| i * round)),
                 || (100..200).map(|i| i * round).collect::<Vec<_>>(),
             );
@@ -167,7 +182,7 @@ mod tests {
                 s.spawn(move || {
                     for round in 0..500u64 {
                         let mut left = 0;
-                        let right = join(|| left = t * round, || t + round);
+                        let (right, _) = join(|| left = t * round, || t + round);
                         assert_eq!((left, right), (t * round, t + round));
                     }
                 });
@@ -180,7 +195,7 @@ mod tests {
         let caught = catch_unwind(|| join(|| panic!("boom"), || 1));
         assert!(caught.is_err());
         let mut x = 0;
-        assert_eq!(join(|| x = 2, || 3), 3);
+        assert_eq!(join(|| x = 2, || 3).0, 3);
         assert_eq!(x, 2);
     }
 }

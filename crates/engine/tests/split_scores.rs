@@ -131,6 +131,10 @@ fn build(nodes: &[NodeSpec], pods: &[PodSpec]) -> Cluster {
         }
         c.pods.push(pod);
     }
+    // A small pod first in the queue: at least one cycle with every free node feasible.
+    let mut first = testkit::pod(&mut c, "first", 10, 10 * 1024 * 1024);
+    first.priority = 1000;
+    c.pods.push(first);
     testkit::finish(c)
 }
 
@@ -142,10 +146,10 @@ proptest! {
     /// NodeAffinity, PodTopologySpread) see all of them at once.
     #[test]
     fn scores_on_two_cores_decide_as_on_one(
-        (nodes, pods) in proptest::collection::vec(node_spec(), 130..220)
+        (nodes, pods) in proptest::collection::vec(node_spec(), 170..240)
             .prop_flat_map(|nodes| {
                 let n = nodes.len();
-                (Just(nodes), proptest::collection::vec(pod_spec(n), 1..120))
+                (Just(nodes), proptest::collection::vec(pod_spec(n), 0..100))
             })
     ) {
         let cluster = build(&nodes, &pods);
