@@ -5,7 +5,9 @@
 //!
 //! The split never changes a result: callers give each side its own part of the work and
 //! merge the parts in a fixed order. When the machine has one core, or another caller is
-//! using the helper, both closures run on the caller's thread, one after the other.
+//! using the helper, both closures run on the caller's thread, one after the other; so does
+//! a helper's part it has not started by the time the caller's part is done (a sleeping or
+//! descheduled helper never delays the caller by more than running both parts itself).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -18,8 +20,13 @@ use std::time::{Duration, Instant};
 const SPIN: Duration = Duration::from_micros(200);
 
 const IDLE: u8 = 0;
+/// A job waits in the slot for the first side to claim it.
 const POSTED: u8 = 1;
-const DONE: u8 = 2;
+/// The helper claimed it.
+const RUNNING: u8 = 2;
+/// The caller took it back (the helper had not claimed it when the caller's side was done).
+const TAKEN: u8 = 3;
+const DONE: u8 = 4;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
@@ -59,12 +66,20 @@ fn helper() -> Option<&'static Helper> {
     })
 }
 
-/// The helper thread: runs each posted job, forever.
+/// The helper thread: runs each posted job it claims before the caller takes it back.
 fn serve(helper: &Helper) {
     loop {
         let mut since: Option<Instant> = None;
         let mut spins = 0u32;
-        while helper.state.load(Ordering::Acquire) != POSTED {
+        loop {
+            if helper.state.load(Ordering::Acquire) == POSTED
+                && helper
+                    .state
+                    .compare_exchange(POSTED, RUNNING, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                break;
+            }
             spins = spins.wrapping_add(1);
             if !spins.is_multiple_of(64) {
                 std::hint::spin_loop();
@@ -88,21 +103,57 @@ fn serve(helper: &Helper) {
 }
 
 /// Waits for the helper's job to finish, also when the caller's side panics (the job
-/// borrows from the caller's frame).
+/// borrows from the caller's frame); a job the helper has not claimed yet is taken back and
+/// run here instead.
 struct Finish<'a>(&'a Helper);
+
+impl Finish<'_> {
+    /// Runs the job here if the helper has not claimed it; whether it did.
+    fn take_back(&self) -> bool {
+        let helper = self.0;
+        if helper
+            .state
+            .compare_exchange(POSTED, TAKEN, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        let job = helper
+            .job
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(job) = job {
+            job();
+        }
+        true
+    }
+}
 
 impl Drop for Finish<'_> {
     fn drop(&mut self) {
-        let mut spins = 0u32;
-        while self.0.state.load(Ordering::Acquire) != DONE {
-            spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(1024) {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
+        let state = &self.0.state;
+        // Unclaimed while the caller's side unwinds: taken back, and dropped unrun below.
+        if state
+            .compare_exchange(POSTED, TAKEN, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            let mut spins = 0u32;
+            while state.load(Ordering::Acquire) == RUNNING {
+                spins = spins.wrapping_add(1);
+                if spins.is_multiple_of(1024) {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
             }
         }
-        self.0.state.store(IDLE, Ordering::Relaxed);
+        self.0
+            .job
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        state.store(IDLE, Ordering::Release);
     }
 }
 
@@ -112,7 +163,8 @@ impl Drop for Finish<'_> {
 pub enum Last {
     /// The helper finished first (or both ran here, one after the other).
     Caller,
-    /// The caller waited for the helper.
+    /// The caller waited for the helper, or ran its part itself because the helper had
+    /// not started it.
     Helper,
 }
 
@@ -137,19 +189,20 @@ where
         }
     };
     let job: Box<dyn FnOnce() + Send + '_> = Box::new(a);
-    // SAFETY: the job only outlives its borrows in type: `Finish` below waits until the
-    // helper has run it (also when `b` unwinds), before this frame, and so anything the job
-    // borrows, can go away.
+    // SAFETY: the job only outlives its borrows in type: before this frame, and so anything
+    // the job borrows, can go away, `Finish` below either waits until the helper has run it
+    // or takes it back from the slot (also when `b` unwinds).
     let job: Job = unsafe { std::mem::transmute::<Box<dyn FnOnce() + Send + '_>, Job>(job) };
     *helper.job.lock().unwrap_or_else(PoisonError::into_inner) = Some(job);
+    helper.panicked.store(false, Ordering::Relaxed);
     helper.state.store(POSTED, Ordering::Release);
     helper.thread.unpark();
     let finish = Finish(helper);
     let result = b();
-    let last = if helper.state.load(Ordering::Acquire) == DONE {
-        Last::Caller
-    } else {
+    let last = if finish.take_back() || helper.state.load(Ordering::Acquire) != DONE {
         Last::Helper
+    } else {
+        Last::Caller
     };
     drop(finish);
     if helper.panicked.load(Ordering::Relaxed) {
