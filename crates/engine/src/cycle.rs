@@ -26,9 +26,31 @@ const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
 /// From this many feasible nodes on, a cycle scores them on two cores (see
 /// [`Framework::run_scores`]); below, handing half over costs more than it saves.
 const SPLIT_SCORES: usize = 128;
+/// A scan over this many nodes or more filters them on two cores (see
+/// [`Framework::scan_split`]), in runs of at least this many.
+const SPLIT_SCAN: usize = 256;
 /// The unit of the helper's part of a split: it takes between a quarter and three quarters of
 /// the nodes, moved by one unit a cycle towards both sides finishing together.
 const SHARE_UNITS: usize = 64;
+
+/// The helper's next share after a split whose `last` side finished last: the two cores need
+/// not be equally fast (a busy machine, a core shared with another guest).
+fn next_share(share: usize, last: helper::Last) -> usize {
+    match last {
+        helper::Last::Helper => (share - 1).max(SHARE_UNITS / 4),
+        helper::Last::Caller => (share + 1).min(SHARE_UNITS * 3 / 4),
+    }
+}
+
+/// One side's part of a run of nodes in a scan on two cores.
+#[derive(Debug, Default)]
+struct ScanSide {
+    /// The positions (in the scan's order) of the nodes that passed every filter.
+    feasible: Vec<usize>,
+    reasons: Vec<Reason>,
+    /// The reasons of the nodes that failed, counted over the whole scan.
+    failures: FxHashMap<Reason, u32>,
+}
 const MIN_FEASIBLE_NODES_PERCENTAGE: usize = 5;
 
 /// `numFeasibleNodesToFind` of kube-scheduler: all nodes below 100, else the configured
@@ -166,13 +188,19 @@ pub struct Framework {
     /// Cycles answered from the batch state, and full cycles (for reports and tests).
     pub batched_cycles: u64,
     pub full_cycles: u64,
-    /// Score the feasible nodes of a large cycle on two cores (on by default; the scores are
-    /// the same either way).
-    pub split_scores: bool,
-    /// Cycles whose nodes were scored in two parts.
-    pub split_cycles: u64,
+    /// Filter and score the nodes of a large cycle on two cores (on by default; the verdicts
+    /// and scores are the same either way).
+    pub two_cores: bool,
+    /// Scans whose nodes were filtered in two parts, and cycles whose feasible nodes were
+    /// scored in two parts.
+    pub split_scans: u64,
+    pub split_scores: u64,
     /// The helper thread's part of the nodes to score, in [`SHARE_UNITS`]ths.
     helper_share: usize,
+    /// The helper thread's part of a run of nodes to filter, in [`SHARE_UNITS`]ths.
+    scan_share: usize,
+    /// Each side's verdicts in a scan on two cores.
+    scan_sides: [ScanSide; 2],
 }
 
 impl Framework {
@@ -216,9 +244,12 @@ impl Framework {
             failed: None,
             batched_cycles: 0,
             full_cycles: 0,
-            split_scores: true,
-            split_cycles: 0,
+            two_cores: true,
+            split_scans: 0,
+            split_scores: 0,
             helper_share: SHARE_UNITS / 2,
+            scan_share: SHARE_UNITS / 2,
+            scan_sides: Default::default(),
             last_score: 0,
             tied: Vec::new(),
             force_score: false,
@@ -407,29 +438,108 @@ impl Framework {
             0
         };
         let nodes = candidates.unwrap_or(snap.nodes());
-        let mut processed = 0;
         // The nodes from `start` on, then from the first (no division per node).
-        for &node in nodes[start..n].iter().chain(&nodes[..start]) {
-            processed += 1;
-            self.reasons.clear();
-            let fits = self
-                .active
-                .iter()
-                .all(|&i| self.filters[i].filter(snap, pod, &self.state, node, &mut self.reasons));
-            if fits {
-                self.feasible.push(node);
-                if self.feasible.len() >= want {
-                    break;
-                }
-            } else {
-                for r in &self.reasons {
-                    *self.failures.entry(*r).or_insert(0) += 1;
+        let order = [&nodes[start..n], &nodes[..start]];
+        let processed = if self.two_cores && n >= SPLIT_SCAN {
+            self.split_scans += 1;
+            self.scan_split(snap, pod, order, want)
+        } else {
+            let mut processed = 0;
+            for &node in order[0].iter().chain(order[1]) {
+                processed += 1;
+                self.reasons.clear();
+                let fits = self.active.iter().all(|&i| {
+                    self.filters[i].filter(snap, pod, &self.state, node, &mut self.reasons)
+                });
+                if fits {
+                    self.feasible.push(node);
+                    if self.feasible.len() >= want {
+                        break;
+                    }
+                } else {
+                    for r in &self.reasons {
+                        *self.failures.entry(*r).or_insert(0) += 1;
+                    }
                 }
             }
-        }
+            processed
+        };
         if candidates.is_none() && !self.rank_all {
             self.next_start = (start + processed) % n;
         }
+    }
+
+    /// The scan of [`scan`](Self::scan) on two cores, with the same result: the nodes of
+    /// `order` (two slices, one after the other) are filtered in runs of at least as many
+    /// nodes as are still wanted, the helper thread taking the last part of each run; the
+    /// feasible nodes are then taken in order until `want` are found (later verdicts are
+    /// dropped, as the sequential scan never reaches those nodes). The reasons of the nodes
+    /// that fail are only used when none is feasible, that is when every node was looked at,
+    /// so each side counts them apart and they are added up only then. Returns how many
+    /// nodes were looked at.
+    fn scan_split(
+        &mut self,
+        snap: &ClusterState,
+        pod: &Pod,
+        order: [&[NodeId]; 2],
+        want: usize,
+    ) -> usize {
+        let total = order[0].len() + order[1].len();
+        let at = |k: usize| {
+            if k < order[0].len() {
+                order[0][k]
+            } else {
+                order[1][k - order[0].len()]
+            }
+        };
+        let (filters, active, state) = (&self.filters, &self.active, &self.state);
+        let filter_run = |from: usize, to: usize, side: &mut ScanSide| {
+            side.feasible.clear();
+            for k in from..to {
+                let node = at(k);
+                side.reasons.clear();
+                if active
+                    .iter()
+                    .all(|&i| filters[i].filter(snap, pod, state, node, &mut side.reasons))
+                {
+                    side.feasible.push(k);
+                } else {
+                    for r in &side.reasons {
+                        *side.failures.entry(*r).or_insert(0) += 1;
+                    }
+                }
+            }
+        };
+        for side in &mut self.scan_sides {
+            side.failures.clear();
+        }
+        let mut next = 0;
+        while next < total {
+            let need = want - self.feasible.len();
+            let end = (next + need.max(SPLIT_SCAN)).min(total);
+            let cut = end - (end - next) * self.scan_share / SHARE_UNITS;
+            let [first, second] = &mut self.scan_sides;
+            let (_, last) = helper::join(
+                || filter_run(cut, end, second),
+                || filter_run(next, cut, first),
+            );
+            self.scan_share = next_share(self.scan_share, last);
+            for side in &self.scan_sides {
+                for &k in &side.feasible {
+                    self.feasible.push(at(k));
+                    if self.feasible.len() >= want {
+                        return k + 1;
+                    }
+                }
+            }
+            next = end;
+        }
+        for side in &self.scan_sides {
+            for (r, count) in &side.failures {
+                *self.failures.entry(*r).or_insert(0) += count;
+            }
+        }
+        total
     }
 
     /// Runs one scheduling cycle for `pod` against `snap` and returns the chosen node. The
@@ -654,8 +764,8 @@ impl Framework {
                 self.active_scorers.push(k);
             }
         }
-        let cut = if self.split_scores && m >= SPLIT_SCORES {
-            self.split_cycles += 1;
+        let cut = if self.two_cores && m >= SPLIT_SCORES {
+            self.split_scores += 1;
             m - m * self.helper_share / SHARE_UNITS
         } else {
             m
@@ -675,12 +785,7 @@ impl Framework {
         } else {
             let (_, last) =
                 helper::join(|| score_all(second, raw_second), || score_all(first, raw));
-            // Balance the parts for the next cycle: the two cores need not be equally fast
-            // (a busy machine, a core shared with another guest).
-            self.helper_share = match last {
-                helper::Last::Helper => (self.helper_share - 1).max(SHARE_UNITS / 4),
-                helper::Last::Caller => (self.helper_share + 1).min(SHARE_UNITS * 3 / 4),
-            };
+            self.helper_share = next_share(self.helper_share, last);
         }
         for (j, &k) in self.active_scorers.iter().enumerate() {
             let (p, weight) = &self.scorers[k];

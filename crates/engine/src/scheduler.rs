@@ -61,9 +61,9 @@ pub struct Options {
     /// it with that failure (only without messages; see `unit_memo_key`). The decisions are
     /// the same either way.
     pub remember_failed_gangs: bool,
-    /// Score the feasible nodes of a large cycle on two cores (see `Framework::run_scores`).
-    /// The decisions are the same either way.
-    pub split_scores: bool,
+    /// Filter and score the nodes of a large cycle on two cores (see `Framework::scan_split`
+    /// and `Framework::run_scores`). The decisions are the same either way.
+    pub two_cores: bool,
 }
 
 impl Default for Options {
@@ -77,7 +77,7 @@ impl Default for Options {
             explain: true,
             record_ties: false,
             remember_failed_gangs: true,
-            split_scores: true,
+            two_cores: true,
         }
     }
 }
@@ -265,7 +265,7 @@ impl Scheduler {
         state.device_choice = crate::plugins::device_choice(&options.profile);
         let mut framework = Framework::new(&options.profile, &state.cluster.resources)?;
         framework.set_batching(options.batching);
-        framework.split_scores = options.split_scores;
+        framework.two_cores = options.two_cores;
         Ok(Scheduler {
             framework,
             placed_epoch: vec![0; state.pod_slots()],
@@ -459,9 +459,10 @@ impl Scheduler {
         (self.framework.batched_cycles, self.framework.full_cycles)
     }
 
-    /// Full cycles whose feasible nodes were scored in two parts (`Options::split_scores`).
-    pub fn split_cycles(&self) -> u64 {
-        self.framework.split_cycles
+    /// Scans whose nodes were filtered in two parts, and full cycles whose feasible nodes were
+    /// scored in two parts (`Options::two_cores`).
+    pub fn split_cycles(&self) -> (u64, u64) {
+        (self.framework.split_scans, self.framework.split_scores)
     }
 
     pub(crate) fn pod_key(&self, id: PodId) -> String {

@@ -1,6 +1,6 @@
-//! Scoring on two cores: a cycle with many feasible nodes scores the second half of them on
-//! the helper thread (`Options::split_scores`); every decision, score tie and message is the
-//! one of scoring them all on one thread.
+//! Cycles on two cores (`Options::two_cores`): a scan over many nodes filters part of each
+//! run of them on the helper thread, and a cycle with many feasible nodes scores part of them
+//! there; every decision, score tie and message is the one of doing it all on one thread.
 
 use lockstep_engine::{Decisions, Options, Scheduler};
 use lockstep_model::{
@@ -10,12 +10,12 @@ use lockstep_model::{
 use lockstep_testkit::{self as testkit, GI, perf_shapes};
 use proptest::prelude::*;
 
-/// The decisions (with score ties) and how many cycles were scored in two parts.
-fn run(cluster: &Cluster, split: bool, every_node: bool) -> (Decisions, u64) {
+/// The decisions (with score ties) and how many scans and cycles' scores were split.
+fn run(cluster: &Cluster, split: bool, every_node: bool) -> (Decisions, (u64, u64)) {
     let mut options = Options {
         batching: false,
         record_ties: true,
-        split_scores: split,
+        two_cores: split,
         ..Options::default()
     };
     if every_node {
@@ -27,11 +27,12 @@ fn run(cluster: &Cluster, split: bool, every_node: bool) -> (Decisions, u64) {
 }
 
 fn assert_same(cluster: &Cluster, every_node: bool) {
-    let (split, split_cycles) = run(cluster, true, every_node);
+    let (split, (scans, scores)) = run(cluster, true, every_node);
     let (whole, whole_cycles) = run(cluster, false, every_node);
-    assert!(split_cycles > 0, "no cycle was scored in two parts");
-    assert_eq!(whole_cycles, 0);
+    assert!(scans > 0, "no scan was split");
+    assert_eq!(whole_cycles, (0, 0));
     assert_eq!(split, whole);
+    let _ = scores;
 }
 
 #[derive(Debug, Clone)]
@@ -67,7 +68,9 @@ fn node_spec() -> impl Strategy<Value = NodeSpec> {
 
 fn pod_spec(nodes: usize) -> impl Strategy<Value = PodSpec> {
     (
-        0i64..=4000,
+        // Now and then a pod no node can hold: every node is filtered and the reasons of
+        // both sides are added up.
+        prop_oneof![9 => 0i64..=4000, 1 => 17000i64..=20000],
         0i64..=8000,
         proptest::option::weighted(0.3, (0u8..5, 1i32..=100)),
         proptest::bool::weighted(0.3),
@@ -141,21 +144,21 @@ fn build(nodes: &[NodeSpec], pods: &[PodSpec]) -> Cluster {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
-    /// Every node is scored (percentageOfNodesToScore 100), so each cycle has well over the
-    /// split's threshold of feasible nodes; the scorers that normalize (TaintToleration,
+    /// Every node is filtered and scored (percentageOfNodesToScore 100), so each scan and
+    /// most cycles' scores are split; the scorers that normalize (TaintToleration,
     /// NodeAffinity, PodTopologySpread) see all of them at once.
     #[test]
-    fn scores_on_two_cores_decide_as_on_one(
-        (nodes, pods) in proptest::collection::vec(node_spec(), 170..240)
+    fn cycles_on_two_cores_decide_as_on_one(
+        (nodes, pods) in proptest::collection::vec(node_spec(), 260..330)
             .prop_flat_map(|nodes| {
                 let n = nodes.len();
                 (Just(nodes), proptest::collection::vec(pod_spec(n), 0..100))
             })
     ) {
         let cluster = build(&nodes, &pods);
-        let (split, split_cycles) = run(&cluster, true, true);
+        let (split, (scans, scores)) = run(&cluster, true, true);
         let (whole, _) = run(&cluster, false, true);
-        prop_assert!(split_cycles > 0);
+        prop_assert!(scans > 0 && scores > 0);
         prop_assert_eq!(split, whole);
     }
 }
@@ -163,9 +166,13 @@ proptest! {
 #[test]
 fn scheduler_perf_shapes_decide_as_on_one_core() {
     assert_same(&testkit::scheduling_basic(600, 300), false);
+    assert_same(&testkit::resource_saturation(600, 700), false);
+    assert_same(&testkit::host_port_conflict(600, 700), false);
+    assert_same(&testkit::full_of_gangs(300, 40, true), false);
     assert_same(&perf_shapes::preferred_pod_affinity(600, 300, 200), false);
     assert_same(
         &perf_shapes::topology_spread(600, 300, 200, WhenUnsatisfiable::ScheduleAnyway),
         false,
     );
+    assert_same(&perf_shapes::pod_anti_affinity(600, 300, 400), false);
 }
