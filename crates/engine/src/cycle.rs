@@ -42,6 +42,31 @@ fn next_share(share: usize, last: helper::Last) -> usize {
     }
 }
 
+/// Whether `node` passes every `active` filter; `reasons` holds (only) the reasons of the
+/// filters that ran on it.
+#[inline(always)]
+fn passes_filters(
+    filters: &[Box<dyn Plugin>],
+    active: &[usize],
+    snap: &ClusterState,
+    pod: &Pod,
+    state: &CycleState,
+    node: NodeId,
+    reasons: &mut Vec<Reason>,
+) -> bool {
+    reasons.clear();
+    active
+        .iter()
+        .all(|&i| filters[i].filter(snap, pod, state, node, reasons))
+}
+
+/// Counts a failing node's reasons among a cycle's rejections.
+fn count_reasons(failures: &mut FxHashMap<Reason, u32>, reasons: &[Reason]) {
+    for r in reasons {
+        *failures.entry(*r).or_insert(0) += 1;
+    }
+}
+
 /// One side's part of a run of nodes in a scan on two cores.
 #[derive(Debug, Default)]
 struct ScanSide {
@@ -382,10 +407,15 @@ impl Framework {
     }
 
     fn passes(&mut self, snap: &ClusterState, pod: &Pod, node: NodeId) -> bool {
-        self.reasons.clear();
-        self.active
-            .iter()
-            .all(|&i| self.filters[i].filter(snap, pod, &self.state, node, &mut self.reasons))
+        passes_filters(
+            &self.filters,
+            &self.active,
+            snap,
+            pod,
+            &self.state,
+            node,
+            &mut self.reasons,
+        )
     }
 
     /// Answers the cycle from the batching state when it is valid for this pod.
@@ -447,19 +477,13 @@ impl Framework {
             let mut processed = 0;
             for &node in order[0].iter().chain(order[1]) {
                 processed += 1;
-                self.reasons.clear();
-                let fits = self.active.iter().all(|&i| {
-                    self.filters[i].filter(snap, pod, &self.state, node, &mut self.reasons)
-                });
-                if fits {
+                if self.passes(snap, pod, node) {
                     self.feasible.push(node);
                     if self.feasible.len() >= want {
                         break;
                     }
                 } else {
-                    for r in &self.reasons {
-                        *self.failures.entry(*r).or_insert(0) += 1;
-                    }
+                    count_reasons(&mut self.failures, &self.reasons);
                 }
             }
             processed
@@ -496,17 +520,10 @@ impl Framework {
         let filter_run = |from: usize, to: usize, side: &mut ScanSide| {
             side.feasible.clear();
             for k in from..to {
-                let node = at(k);
-                side.reasons.clear();
-                if active
-                    .iter()
-                    .all(|&i| filters[i].filter(snap, pod, state, node, &mut side.reasons))
-                {
+                if passes_filters(filters, active, snap, pod, state, at(k), &mut side.reasons) {
                     side.feasible.push(k);
                 } else {
-                    for r in &side.reasons {
-                        *side.failures.entry(*r).or_insert(0) += 1;
-                    }
+                    count_reasons(&mut side.failures, &side.reasons);
                 }
             }
         };

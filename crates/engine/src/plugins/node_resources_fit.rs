@@ -353,12 +353,7 @@ impl NodeResourcesFit {
         out.resize(start + nodes.len(), 0);
         let total = &mut out[start..];
         let mut weights = vec![0i64; nodes.len()];
-        for (i, &(r, w)) in self.resources.iter().enumerate() {
-            let Some(r) = r else { continue };
-            let pod_req = fit.pod_requests[i];
-            if r.0 > ResourceId::PODS.0 && pod_req == 0 {
-                continue;
-            }
+        for (r, w, pod_req) in self.counted(fit) {
             match r {
                 ResourceId::CPU => self.add_resource(snap, nodes, r, w, total, &mut weights, |n| {
                     snap.non_zero_requested(n)[0] + pod_req
@@ -373,16 +368,8 @@ impl NodeResourcesFit {
                 }),
             }
         }
-        let rounded = self.strategy.kind == ScoringStrategyType::RequestedToCapacityRatio;
         for (t, &w) in total.iter_mut().zip(&weights) {
-            *t = if w == 0 {
-                0
-            } else if rounded {
-                // kube-scheduler rounds here (math.Round of the weighted mean).
-                quotient(*t * 2 + w, 2 * w)
-            } else {
-                quotient(*t, w)
-            };
+            *t = self.mean(*t, w);
         }
     }
 
@@ -427,13 +414,7 @@ impl NodeResourcesFit {
         let nz = snap.non_zero_requested(node);
         let mut total = 0i64;
         let mut weights = 0i64;
-        for (i, &(r, w)) in self.resources.iter().enumerate() {
-            let Some(r) = r else { continue };
-            let pod_req = fit.pod_requests[i];
-            let is_scalar = r.0 > ResourceId::PODS.0;
-            if is_scalar && pod_req == 0 {
-                continue;
-            }
+        for (r, w, pod_req) in self.counted(fit) {
             let capacity = snap.allocatable(node, r);
             if capacity == 0 {
                 continue;
@@ -446,10 +427,31 @@ impl NodeResourcesFit {
             total += self.strategy.resource_score(requested, capacity) * w;
             weights += w;
         }
+        self.mean(total, weights)
+    }
+
+    /// The scored resources that count for the pod whose requests `fit` holds, each with its
+    /// weight and the pod's request: a scalar resource counts only when the pod asks for it.
+    #[inline(always)]
+    fn counted<'a>(
+        &'a self,
+        fit: &'a FitScoreState,
+    ) -> impl Iterator<Item = (ResourceId, i64, i64)> + 'a {
+        self.resources
+            .iter()
+            .zip(&fit.pod_requests)
+            .filter_map(|(&(r, w), &pod_req)| {
+                let r = r?;
+                (r.0 <= ResourceId::PODS.0 || pod_req != 0).then_some((r, w, pod_req))
+            })
+    }
+
+    /// The weighted mean of the resources' scores.
+    #[inline(always)]
+    fn mean(&self, total: i64, weights: i64) -> i64 {
         if weights == 0 {
-            return 0;
-        }
-        if self.strategy.kind == ScoringStrategyType::RequestedToCapacityRatio {
+            0
+        } else if self.strategy.kind == ScoringStrategyType::RequestedToCapacityRatio {
             // kube-scheduler rounds here (math.Round of the weighted mean).
             quotient(total * 2 + weights, 2 * weights)
         } else {
