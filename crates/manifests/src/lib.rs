@@ -57,6 +57,38 @@ pub(crate) fn threads_for(work: usize, min_work: usize) -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
 }
 
+/// Lists shorter than this are mapped on one thread by [`map_in_order`].
+const PARALLEL_MIN_ITEMS: usize = 256;
+
+/// `items` mapped by `f`, in order, on every core for long lists.
+pub(crate) fn map_in_order<T: Send, U: Send>(
+    mut items: Vec<T>,
+    f: impl Fn(T) -> U + Sync,
+) -> Vec<U> {
+    let threads = threads_for(items.len(), PARALLEL_MIN_ITEMS);
+    if threads < 2 {
+        return items.into_iter().map(f).collect();
+    }
+    let chunk = items.len().div_ceil(threads);
+    let f = &f;
+    let mut parts = Vec::new();
+    while items.len() > chunk {
+        parts.push(items.split_off(items.len() - chunk));
+    }
+    parts.push(items);
+    parts.reverse();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = parts
+            .into_iter()
+            .map(|part| scope.spawn(move || part.into_iter().map(f).collect::<Vec<U>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
 /// The Kubernetes API version whose types manifests are read into (k8s-openapi's `v1_37`
 /// feature in the workspace Cargo.toml).
 pub const KUBERNETES_API_VERSION: &str = "1.37";

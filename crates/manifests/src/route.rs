@@ -13,6 +13,7 @@ use k8s_openapi::api::scheduling::v1beta1 as workload;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value as Json};
 
+use crate::convert::pod::Draft;
 use crate::documents::Document;
 use crate::error::{LoadError, Origin};
 use crate::unknown::{self, UnknownField};
@@ -30,6 +31,20 @@ pub(crate) struct Entry<T> {
     /// Boxed: a typed Pod is about 2.5 KB, moved on every push and every growth of the lists
     /// otherwise.
     pub value: Box<T>,
+}
+
+impl<T> Entry<T> {
+    /// The entry without its value, and the value.
+    pub(crate) fn split(self) -> (Entry<()>, Box<T>) {
+        let head = Entry {
+            origin: self.origin,
+            object: self.object,
+            namespace: self.namespace,
+            name: self.name,
+            value: Box::new(()),
+        };
+        (head, self.value)
+    }
 }
 
 impl Entry<()> {
@@ -52,7 +67,8 @@ impl Entry<()> {
 #[derive(Default)]
 pub(crate) struct Collected {
     pub nodes: Vec<Entry<core::Node>>,
-    pub pods: Vec<Entry<core::Pod>>,
+    /// Pods converted as far as they can be while reading (their typed objects freed).
+    pub pods: Vec<Entry<Draft>>,
     pub namespaces: Vec<Entry<core::Namespace>>,
     pub priority_classes: Vec<Entry<scheduling::PriorityClass>>,
     pub pod_disruption_budgets: Vec<Entry<policy::PodDisruptionBudget>>,
@@ -103,10 +119,10 @@ struct Pending {
 /// Fewer pending objects than this are deserialized on one thread.
 const PARALLEL_MIN_PENDING: usize = 256;
 
-/// A node or a pod deserialized apart.
+/// A node deserialized, or a pod deserialized and drafted, apart.
 enum Decoded {
     Node(Box<core::Node>),
-    Pod(Box<core::Pod>),
+    Pod(Box<Draft>),
 }
 
 /// The typed kinds: (apiVersion, kind).
@@ -198,8 +214,10 @@ impl Collected {
                 decode_at("", p.value.take(), origin, object)
                     .map(|(n, unknown)| (Decoded::Node(n), unknown))
             } else {
-                decode_at("", p.value.take(), origin, object)
-                    .map(|(p, unknown)| (Decoded::Pod(p), unknown))
+                decode_at::<core::Pod>("", p.value.take(), origin, object).map(|(pod, unknown)| {
+                    let draft = Box::new(crate::convert::pod::draft(&p.head, pod));
+                    (Decoded::Pod(draft), unknown)
+                })
             }
         };
         // Each part stops at its first error: nothing after it is used.

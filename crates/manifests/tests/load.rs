@@ -962,6 +962,75 @@ fn undefined_priority_class_is_an_error() {
     );
 }
 
+/// Pods are converted as they are read, before the PriorityClasses after them and before
+/// the resource names of the whole input are known; what they end with, and which error a
+/// bad input gets, are those of converting them once everything is read.
+#[test]
+fn pods_read_before_their_classes_and_errors_in_check_order() {
+    // A class defined after the pod that names it; a global default after a pod without one.
+    let text = [
+        pod_with_priority(
+            "early",
+            "  priorityClassName: high
+",
+        ),
+        pod_with_priority("plain", ""),
+        format!("---{CLASSES}"),
+    ]
+    .concat();
+    let loaded = ok(&text);
+    let p = pod(&loaded, "early");
+    assert_eq!(
+        (p.priority, p.preemption_policy),
+        (1000, PreemptionPolicy::Never)
+    );
+    assert_eq!(pod(&loaded, "plain").priority, 10);
+
+    // A pod without containers: that, before its undefined class.
+    let e = err("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n\
+                 spec: {containers: [], priorityClassName: urgent}\n");
+    assert_contains(&e, &["spec.containers", "at least one container"]);
+    // An undefined class before a bad phase or a bad preemption policy.
+    for fields in [
+        "  priorityClassName: urgent\nstatus: {phase: Sleeping}\n",
+        "  priorityClassName: urgent\n  preemptionPolicy: Sometimes\n",
+    ] {
+        let e = err(&pod_with_priority("p", fields));
+        assert_contains(&e, &["urgent", "not defined"]);
+    }
+    // The preemption policy before the phase, once the class exists.
+    let e = err(&[
+        CLASSES.to_string(),
+        pod_with_priority(
+            "p",
+            "  preemptionPolicy: Sometimes\nstatus: {phase: Sleeping}\n",
+        ),
+    ]
+    .concat());
+    assert_contains(&e, &["spec.preemptionPolicy", "Sometimes"]);
+
+    // Many pods, converted on every core: the first bad one in input order is named, and a
+    // pod whose fields do not deserialize comes before any conversion error.
+    let many = |bad: &[(usize, &str)]| {
+        (0..1200)
+            .map(|i| {
+                let fields = bad.iter().find(|(at, _)| *at == i).map_or("", |(_, f)| *f);
+                pod_with_priority(&format!("p{i}"), fields)
+            })
+            .collect::<String>()
+    };
+    let e = err(&many(&[
+        (300, "status: {phase: Sleeping}\n"),
+        (900, "  priorityClassName: urgent\n"),
+    ]));
+    assert_contains(&e, &["p300", "Sleeping"]);
+    let e = err(&many(&[
+        (300, "status: {phase: Sleeping}\n"),
+        (900, "  priority: high\n"),
+    ]));
+    assert_contains(&e, &["document 901", "spec.priority"]);
+}
+
 #[test]
 fn two_global_defaults_are_an_error() {
     let text = CLASSES.replace("preemptionPolicy: Never", "globalDefault: true");

@@ -9,7 +9,7 @@
 mod dra;
 mod node;
 pub(crate) mod one;
-mod pod;
+pub(crate) mod pod;
 mod policy;
 pub(crate) mod requests;
 pub(crate) mod selectors;
@@ -278,7 +278,11 @@ pub(crate) fn build(mut collected: Collected) -> Result<Loaded, LoadError> {
         }
     }
     for p in &pods {
-        pod::resource_names(&p.value, &mut resource_names);
+        for name in p.value.resource_names() {
+            if !resource_names.contains(name) {
+                resource_names.insert(name.to_string());
+            }
+        }
         if resource_names.len() > MAX_RESOURCE_NAMES {
             return Err(too_many(&p.origin, &p.object));
         }
@@ -290,14 +294,11 @@ pub(crate) fn build(mut collected: Collected) -> Result<Loaded, LoadError> {
     let mut model_nodes = convert_all(&nodes, &mut cluster.resources, &mut warnings, node::node)?;
     model_nodes.sort_by(|a, b| a.name.cmp(&b.name));
     cluster.nodes = model_nodes;
-    cluster.pods = convert_all(
-        &pods,
-        &mut cluster.resources,
-        &mut warnings,
-        |p, names, _| pod::pod(p, &priorities, names),
-    )?;
     drop_all(nodes);
-    drop_all(pods);
+    cluster.pods = pods
+        .into_iter()
+        .map(|p| pod::finish(p, &priorities, &mut cluster.resources))
+        .collect::<Result<_, _>>()?;
 
     for b in &pod_disruption_budgets {
         cluster

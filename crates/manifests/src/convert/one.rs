@@ -68,7 +68,7 @@ pub fn convert_object(
         node::resource_names(&n.value, &mut names);
     }
     for p in &collected.pods {
-        pod::resource_names(&p.value, &mut names);
+        names.extend(p.value.resource_names().map(str::to_string));
     }
     let new: Vec<&String> = names
         .iter()
@@ -88,8 +88,8 @@ pub fn convert_object(
     }
     let converted = if let Some(n) = collected.nodes.first() {
         Converted::Node(node::node(n, resources, &mut warnings)?)
-    } else if let Some(p) = collected.pods.first() {
-        Converted::Pod(pod::pod(p, &priorities, resources)?)
+    } else if let Some(p) = collected.pods.pop() {
+        Converted::Pod(pod::finish(p, &priorities, resources)?)
     } else if let Some(b) = collected.pod_disruption_budgets.first() {
         Converted::PodDisruptionBudget(policy::pod_disruption_budget(b)?)
     } else if let Some(g) = collected.pod_groups.first() {

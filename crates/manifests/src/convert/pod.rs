@@ -5,15 +5,18 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1 as core;
 use lockstep_model::{
     HostPort, InclusionPolicy, LabelSelector, Labels, NodeAffinity, Operator, Pod, PodAffinity,
-    PodAffinityTerm, PodPhase, PodResourceClaim, PreemptionPolicy, Requirement, ResourceNames,
-    Toleration, TolerationOperator, TopologySpreadConstraint, WhenUnsatisfiable,
+    PodAffinityTerm, PodPhase, PodResourceClaim, PreemptionPolicy, Requirement, ResourceList,
+    ResourceNames, Toleration, TolerationOperator, TopologySpreadConstraint, WhenUnsatisfiable,
 };
 
 use super::policy::{Priorities, preemption_policy};
-use super::requests::{Amounts, PodResources, effective_requests, is_pod_level_resource};
-use super::{Ctx, dra::dns_label, node::taint_effect, resource_list, selectors};
+use super::requests::{
+    Amounts, EffectiveRequests, PodResources, effective_requests, is_pod_level_resource,
+};
+use super::{Ctx, dra::dns_label, node::taint_effect, selectors};
 use crate::error::LoadError;
 use crate::route::Entry;
+use crate::workloads::{InputPod, PodFacts};
 
 pub(crate) fn resource_names(pod: &core::Pod, names: &mut BTreeSet<String>) {
     let Some(spec) = &pod.spec else { return };
@@ -35,44 +38,139 @@ fn non_empty(s: &Option<String>) -> Option<&str> {
     s.as_deref().filter(|s| !s.is_empty())
 }
 
-pub(crate) fn pod(
-    entry: &Entry<core::Pod>,
-    priorities: &Priorities,
-    names: &mut ResourceNames,
-) -> Result<Pod, LoadError> {
+/// A pod converted as far as it can be while the input is still being read, so its typed
+/// object can be freed at once: everything but its priority (the PriorityClasses may come
+/// later in the input) and the ids of its requests (resource names are interned in name
+/// order once every name is known). [`finish`] completes it.
+pub(crate) struct Draft {
+    stage: Stage,
+    /// `spec.priority`, `spec.priorityClassName` (when not empty), `spec.preemptionPolicy`.
+    priority: Option<i32>,
+    class: Option<String>,
+    preemption_policy: Option<PreemptionPolicy>,
+    /// The effective requests by resource name.
+    requests: Vec<(String, i64)>,
+    /// The other resource names the pod's spec mentions (limits, overhead), interned as the
+    /// requested ones are.
+    other_names: Vec<String>,
+    /// What workload controllers read of a pod given in the input.
+    facts: PodFacts,
+}
+
+/// How far a draft's conversion went. Nearly always `Converted`, in a draft that is boxed:
+/// the pod is not boxed again.
+#[allow(clippy::large_enum_variant)]
+enum Stage {
+    /// An error met before the priority check (no spec, no containers).
+    Early(Box<LoadError>),
+    /// The first error met after it.
+    Failed(Box<LoadError>),
+    /// The pod with an empty `requests` and priority 0.
+    Converted(Pod),
+}
+
+impl Draft {
+    /// Every resource name the pod's spec mentions.
+    pub(crate) fn resource_names(&self) -> impl Iterator<Item = &str> {
+        self.requests
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .chain(self.other_names.iter().map(String::as_str))
+    }
+
+    /// The pod as workload controllers see it when they count the pods they own.
+    pub(crate) fn input_pod<'a>(&'a self, name: &'a str) -> InputPod<'a> {
+        let pod = match &self.stage {
+            Stage::Converted(pod) => Some(pod),
+            Stage::Early(_) | Stage::Failed(_) => None,
+        };
+        InputPod::new(name, pod, &self.facts)
+    }
+}
+
+/// Converts everything of `p` that does not need the rest of the input.
+pub(crate) fn draft(entry: &Entry<()>, p: core::Pod) -> Draft {
     let ctx = Ctx {
         origin: &entry.origin,
         object: &entry.object,
     };
-    let p = &entry.value;
-    let namespace = entry.namespace.clone().unwrap_or_default();
-    let key = format!("{namespace}/{}", entry.name);
-    let Some(spec) = &p.spec else {
-        return Err(ctx.invalid("spec", "a pod needs spec.containers; add a spec"));
-    };
-    if spec.containers.is_empty() {
-        return Err(ctx.invalid(
+    let mut names = BTreeSet::new();
+    resource_names(&p, &mut names);
+    let spec = p.spec.as_ref();
+    let mut preemption = None;
+    let mut requests = Vec::new();
+    let stage = match spec {
+        None => Stage::Early(Box::new(
+            ctx.invalid("spec", "a pod needs spec.containers; add a spec"),
+        )),
+        Some(spec) if spec.containers.is_empty() => Stage::Early(Box::new(ctx.invalid(
             "spec.containers",
             "a pod needs at least one container; add one",
-        ));
+        ))),
+        Some(spec) => {
+            let converted = preemption_policy(
+                &ctx,
+                "spec.preemptionPolicy",
+                spec.preemption_policy.as_deref(),
+            )
+            .and_then(|policy| Ok((policy, convert(&ctx, entry, &p)?)));
+            match converted {
+                Ok((policy, (pod, effective))) => {
+                    preemption = policy;
+                    names.retain(|n| !effective.requests.contains_key(n));
+                    requests = effective.requests.into_iter().collect();
+                    Stage::Converted(pod)
+                }
+                Err(e) => Stage::Failed(Box::new(e)),
+            }
+        }
+    };
+    let facts = PodFacts::of(&p, !matches!(stage, Stage::Converted(_)));
+    Draft {
+        stage,
+        priority: spec.and_then(|s| s.priority),
+        class: spec
+            .and_then(|s| non_empty(&s.priority_class_name))
+            .map(str::to_string),
+        preemption_policy: preemption,
+        requests,
+        other_names: names.into_iter().collect(),
+        facts,
     }
-    let labels: Labels = p.metadata.labels.clone().unwrap_or_default();
+}
 
+/// Completes a draft: its priority from the PriorityClasses (an error when it names a class
+/// that does not exist) and its requests' ids from `names`. The errors come in the order a
+/// pod's checks run: spec and containers, the priority class, then the rest.
+pub(crate) fn finish(
+    entry: Entry<Draft>,
+    priorities: &Priorities,
+    names: &mut ResourceNames,
+) -> Result<Pod, LoadError> {
+    let Entry {
+        origin,
+        namespace,
+        name,
+        value,
+        ..
+    } = entry;
+    let draft = *value;
+    if let Stage::Early(e) = draft.stage {
+        return Err(*e);
+    }
     // Priority: spec.priority, else the named class, else the global default class, else 0.
-    let named_class = non_empty(&spec.priority_class_name);
-    let (priority, class_name, class) = match (spec.priority, named_class) {
-        (Some(value), name) => (
-            value,
-            name.map(str::to_string),
-            name.and_then(|n| priorities.get(n)),
-        ),
-        (None, Some(name)) => match priorities.get(name) {
-            Some(class) => (class.value, Some(name.to_string()), Some(class)),
+    let (priority, class_name, class) = match (draft.priority, draft.class) {
+        (Some(value), name) => {
+            let class = name.as_deref().and_then(|n| priorities.get(n));
+            (value, name, class)
+        }
+        (None, Some(class_name)) => match priorities.get(&class_name) {
+            Some(class) => (class.value, Some(class_name), Some(class)),
             None => {
                 return Err(LoadError::UndefinedPriorityClass {
-                    pod: key,
-                    origin: entry.origin.clone(),
-                    class: name.to_string(),
+                    pod: format!("{}/{name}", namespace.unwrap_or_default()),
+                    origin,
+                    class: class_name,
                 });
             }
         },
@@ -81,17 +179,36 @@ pub(crate) fn pod(
             None => (0, None, None),
         },
     };
-    let preemption_policy = match preemption_policy(
-        &ctx,
-        "spec.preemptionPolicy",
-        spec.preemption_policy.as_deref(),
-    )? {
+    let mut pod = match draft.stage {
+        Stage::Converted(pod) => pod,
+        Stage::Early(e) | Stage::Failed(e) => return Err(*e),
+    };
+    pod.priority = priority;
+    pod.preemption_policy = match draft.preemption_policy {
         Some(policy) => policy,
         None => class
             .map(|c| c.preemption_policy)
             .unwrap_or(PreemptionPolicy::PreemptLowerPriority),
     };
+    pod.priority_class_name = class_name;
+    let mut requests = ResourceList::new();
+    for (name, value) in &draft.requests {
+        requests.set(names.intern(name), *value);
+    }
+    pod.requests = requests;
+    Ok(pod)
+}
 
+/// The checks and conversions of a pod after its priority, returning the pod (priority and
+/// requests to be set by [`finish`]) and its effective requests by name.
+fn convert(
+    ctx: &Ctx,
+    entry: &Entry<()>,
+    p: &core::Pod,
+) -> Result<(Pod, EffectiveRequests), LoadError> {
+    let spec = p.spec.as_ref().expect("checked by the caller");
+    let namespace = entry.namespace.clone().unwrap_or_default();
+    let labels: Labels = p.metadata.labels.clone().unwrap_or_default();
     let phase = match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
         None | Some("") | Some("Pending") => PodPhase::Pending,
         Some("Running") => PodPhase::Running,
@@ -108,9 +225,9 @@ pub(crate) fn pod(
         }
     };
 
-    let mut resource_claims = resource_claims(&ctx, spec)?;
-    generated_claims(&ctx, p, &mut resource_claims)?;
-    let resources = pod_resources(&ctx, spec)?;
+    let mut resource_claims = resource_claims(ctx, spec)?;
+    generated_claims(ctx, p, &mut resource_claims)?;
+    let resources = pod_resources(ctx, spec)?;
     let effective = effective_requests(&resources);
 
     let mut node_affinity = NodeAffinity::default();
@@ -118,11 +235,11 @@ pub(crate) fn pod(
     let mut pod_anti_affinity = PodAffinity::default();
     if let Some(affinity) = &spec.affinity {
         if let Some(na) = &affinity.node_affinity {
-            node_affinity = convert_node_affinity(&ctx, na)?;
+            node_affinity = convert_node_affinity(ctx, na)?;
         }
         if let Some(pa) = &affinity.pod_affinity {
             pod_affinity = convert_pod_affinity(
-                &ctx,
+                ctx,
                 "spec.affinity.podAffinity",
                 pa.required_during_scheduling_ignored_during_execution
                     .as_deref(),
@@ -133,7 +250,7 @@ pub(crate) fn pod(
         }
         if let Some(pa) = &affinity.pod_anti_affinity {
             pod_anti_affinity = convert_pod_affinity(
-                &ctx,
+                ctx,
                 "spec.affinity.podAntiAffinity",
                 pa.required_during_scheduling_ignored_during_execution
                     .as_deref(),
@@ -144,12 +261,12 @@ pub(crate) fn pod(
         }
     }
 
-    Ok(Pod {
+    let pod = Pod {
         namespace,
         name: entry.name.clone(),
-        priority,
-        priority_class_name: class_name,
-        preemption_policy,
+        priority: 0,
+        priority_class_name: None,
+        preemption_policy: PreemptionPolicy::PreemptLowerPriority,
         creation_timestamp: p
             .metadata
             .creation_timestamp
@@ -170,7 +287,7 @@ pub(crate) fn pod(
             .unwrap_or("default-scheduler")
             .to_string(),
         phase,
-        requests: resource_list(names, &effective.requests),
+        requests: ResourceList::new(),
         non_zero_cpu: effective.non_zero_cpu,
         non_zero_memory: effective.non_zero_memory,
         node_selector: spec
@@ -182,9 +299,9 @@ pub(crate) fn pod(
         node_affinity,
         pod_affinity,
         pod_anti_affinity,
-        tolerations: tolerations(&ctx, spec)?,
-        host_ports: host_ports(&ctx, spec)?,
-        topology_spread: topology_spread(&ctx, spec, &labels)?,
+        tolerations: tolerations(ctx, spec)?,
+        host_ports: host_ports(ctx, spec)?,
+        topology_spread: topology_spread(ctx, spec, &labels)?,
         pod_group: spec
             .scheduling_group
             .as_ref()
@@ -193,7 +310,8 @@ pub(crate) fn pod(
         resource_claims,
         terminating: p.metadata.deletion_timestamp.is_some(),
         labels,
-    })
+    };
+    Ok((pod, effective))
 }
 
 /// `spec.resourceClaims`: each with a unique DNS-label name and exactly one of

@@ -26,7 +26,7 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use lockstep_model::LabelSelector;
 
-use super::{Existing, Expansion, NewPod, Owner, PodName, controller_of, name_of};
+use super::{Existing, Expansion, NewPod, Owner, PodName};
 use crate::convert::{Ctx, selectors};
 use crate::error::LoadError;
 
@@ -80,10 +80,6 @@ fn selector(
     Ok(converted)
 }
 
-fn labels_of(pod: &core::Pod) -> lockstep_model::Labels {
-    pod.metadata.labels.clone().unwrap_or_default()
-}
-
 /// New pods of a generated name counted against `replicas`.
 fn generated(
     owner: &Owner,
@@ -121,12 +117,12 @@ pub(crate) fn expand_replica_set(
     let sel = selector(owner, Some(&spec.selector), template)?;
     let counted = existing
         .active(owner.namespace)
-        .filter(|p| sel.matches(&labels_of(p)))
-        .filter(|p| match controller_of(&p.metadata) {
+        .filter(|p| sel.matches(p.labels()))
+        .filter(|p| match p.controller() {
             None => true,
-            Some(r) => r.kind == "ReplicaSet" && r.name == owner.name,
+            Some((kind, name)) => kind == "ReplicaSet" && name == owner.name,
         })
-        .map(name_of)
+        .map(|p| p.name())
         .collect();
     generated(owner, spec.replicas, template, counted)
 }
@@ -141,12 +137,12 @@ pub(crate) fn expand_deployment(
     let prefix = format!("{}-", owner.name);
     let counted = existing
         .active(owner.namespace)
-        .filter(|p| sel.matches(&labels_of(p)))
+        .filter(|p| sel.matches(p.labels()))
         .filter(|p| {
-            controller_of(&p.metadata)
-                .is_some_and(|r| r.kind == "ReplicaSet" && r.name.starts_with(&prefix))
+            p.controller()
+                .is_some_and(|(kind, name)| kind == "ReplicaSet" && name.starts_with(&prefix))
         })
-        .map(name_of)
+        .map(|p| p.name())
         .collect();
     generated(owner, spec.replicas, &spec.template, counted)
 }
@@ -167,12 +163,12 @@ pub(crate) fn expand_stateful_set(
     let present: BTreeSet<String> = existing
         .all(owner.namespace)
         .filter(|p| {
-            controller_of(&p.metadata).map_or_else(
-                || sel.matches(&labels_of(p)),
-                |r| r.kind == "StatefulSet" && r.name == owner.name,
+            p.controller().map_or_else(
+                || sel.matches(p.labels()),
+                |(kind, name)| kind == "StatefulSet" && name == owner.name,
             )
         })
-        .map(name_of)
+        .map(|p| p.name())
         .collect();
     for ordinal in i64::from(start)..i64::from(start) + i64::from(replicas) {
         let name = format!("{}-{ordinal}", owner.name);

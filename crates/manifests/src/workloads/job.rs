@@ -27,14 +27,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::batch::v1 as batch;
-use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::scheduling::v1beta1 as api;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
-use super::{
-    Existing, Expansion, NewPod, Owner, PodName, basic, controlled_by, controller_of, gang,
-    is_active, name_of, phase,
-};
+use super::{Existing, Expansion, InputPod, NewPod, Owner, PodName, basic, controller_of, gang};
 use crate::error::LoadError;
 
 pub(crate) const INDEX_KEY: &str = "batch.kubernetes.io/job-completion-index";
@@ -242,12 +238,12 @@ pub(crate) fn pod_prefix(job: &str, index: Option<i64>) -> String {
     }
 }
 
-fn completion_index(pod: &core::Pod) -> Option<i64> {
-    let from = |m: Option<&BTreeMap<String, String>>| {
-        m.and_then(|m| m.get(INDEX_KEY))
-            .and_then(|v| v.parse::<i64>().ok())
-    };
-    from(pod.metadata.annotations.as_ref()).or_else(|| from(pod.metadata.labels.as_ref()))
+fn completion_index(pod: &InputPod) -> Option<i64> {
+    let parse = |v: &str| v.parse::<i64>().ok();
+    match pod.index_annotation() {
+        Some(v) => parse(v),
+        None => pod.label(INDEX_KEY).and_then(parse),
+    }
 }
 
 /// Validates a Job spec and returns the pods its controller would create now, and the
@@ -313,26 +309,23 @@ pub(crate) fn pods(
     let parallelism = i64::from(spec.parallelism.unwrap_or(1));
     super::check_pod_count(owner, &format!("{at}.parallelism"), parallelism)?;
 
-    let owned: Vec<&core::Pod> = existing
+    let owned: Vec<InputPod> = existing
         .all(owner.namespace)
-        .filter(|p| controlled_by(p, "Job", job.name))
+        .filter(|p| p.controlled_by("Job", job.name))
         .collect();
-    let adopted = owned.iter().map(|p| name_of(p)).collect();
-    let active: Vec<&core::Pod> = owned.iter().copied().filter(|p| is_active(p)).collect();
-    let succeeded: Vec<&core::Pod> = owned
+    let adopted = owned.iter().map(InputPod::name).collect();
+    let active: Vec<InputPod> = owned.iter().copied().filter(InputPod::is_active).collect();
+    let succeeded: Vec<InputPod> = owned
         .iter()
         .copied()
-        .filter(|p| phase(p) == Some("Succeeded"))
+        .filter(|p| p.phase() == Some("Succeeded"))
         .collect();
 
     let mut indexes: Vec<Option<i64>> = Vec::new();
     if indexed {
         let completions = completions.expect("checked above");
-        let done: BTreeSet<i64> = succeeded
-            .iter()
-            .filter_map(|p| completion_index(p))
-            .collect();
-        let running: BTreeSet<i64> = active.iter().filter_map(|p| completion_index(p)).collect();
+        let done: BTreeSet<i64> = succeeded.iter().filter_map(completion_index).collect();
+        let running: BTreeSet<i64> = active.iter().filter_map(completion_index).collect();
         let remaining = completions - done.len() as i64;
         let want = parallelism.min(remaining).max(0) - running.len() as i64;
         indexes.extend(

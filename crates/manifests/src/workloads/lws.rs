@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde_json::Value as Json;
 
-use super::{Existing, Expansion, NewPod, Owner, PodName, gang, label, name_of, sha1_hex};
+use super::{Existing, Expansion, NewPod, Owner, PodName, gang, sha1_hex};
 use crate::error::LoadError;
 
 pub(crate) const EXCLUSIVE_KEY: &str = "leaderworkerset.sigs.k8s.io/exclusive-topology";
@@ -115,8 +115,8 @@ pub(crate) fn expand(
     }
     let present: Vec<String> = existing
         .active(owner.namespace)
-        .filter(|p| label(p, NAME_KEY) == Some(owner.name))
-        .map(name_of)
+        .filter(|p| p.label(NAME_KEY) == Some(owner.name))
+        .map(|p| p.name())
         .collect();
     let replicas = spec.replicas.unwrap_or(1);
     super::check_pod_count(

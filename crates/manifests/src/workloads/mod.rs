@@ -33,6 +33,7 @@ use k8s_openapi::api::scheduling::v1beta1 as api;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde_json::Value as Json;
 
+use crate::convert::pod::Draft;
 use crate::error::{LoadError, Origin};
 use crate::route::{Collected, Entry, dns1123_subdomain_error};
 use crate::workload_api::{self, GroupStatus};
@@ -171,44 +172,149 @@ pub(crate) struct Expansion {
 
 /// The input's pods, for the controllers' counting.
 pub(crate) struct Existing<'a> {
-    pods: &'a [Entry<core::Pod>],
+    pods: &'a [Entry<Draft>],
 }
 
 impl<'a> Existing<'a> {
     /// Pods of `namespace` that are not finished (phase Succeeded or Failed) and not being
     /// deleted: the pods controllers count as active.
-    pub(crate) fn active(&self, namespace: &'a str) -> impl Iterator<Item = &'a core::Pod> + 'a {
-        self.all(namespace).filter(|p| is_active(p))
+    pub(crate) fn active(&self, namespace: &'a str) -> impl Iterator<Item = InputPod<'a>> + 'a {
+        self.all(namespace).filter(InputPod::is_active)
     }
 
     /// Every pod of `namespace`.
-    pub(crate) fn all(&self, namespace: &'a str) -> impl Iterator<Item = &'a core::Pod> + 'a {
+    pub(crate) fn all(&self, namespace: &'a str) -> impl Iterator<Item = InputPod<'a>> + 'a {
         self.pods
             .iter()
             .filter(move |e| e.namespace.as_deref() == Some(namespace))
-            .map(|e| &*e.value)
+            .map(|e| e.value.input_pod(&e.name))
     }
 }
 
-pub(crate) fn is_active(pod: &core::Pod) -> bool {
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    !matches!(phase, Some("Succeeded" | "Failed")) && pod.metadata.deletion_timestamp.is_none()
+/// What controllers read of a pod of the input beyond its converted form, kept from the
+/// typed object (which is freed as soon as the pod is converted).
+pub(crate) struct PodFacts {
+    /// The kind and name of the controller ownerReference.
+    controller: Option<Box<(String, String)>>,
+    /// The Job completion index annotation.
+    index_annotation: Option<Box<str>>,
+    /// Labels, phase and deletion, kept only when the pod's conversion failed (otherwise
+    /// the converted pod has them).
+    unconverted: Option<Box<Unconverted>>,
 }
 
-pub(crate) fn phase(pod: &core::Pod) -> Option<&str> {
-    pod.status.as_ref().and_then(|s| s.phase.as_deref())
+struct Unconverted {
+    labels: lockstep_model::Labels,
+    phase: Option<String>,
+    deleting: bool,
 }
 
-pub(crate) fn name_of(pod: &core::Pod) -> String {
-    pod.metadata.name.clone().unwrap_or_default()
+impl PodFacts {
+    /// The facts of `pod`; `failed` when it could not be converted.
+    pub(crate) fn of(pod: &core::Pod, failed: bool) -> PodFacts {
+        let meta = &pod.metadata;
+        PodFacts {
+            controller: controller_of(meta).map(|r| Box::new((r.kind.clone(), r.name.clone()))),
+            index_annotation: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(job::INDEX_KEY))
+                .map(|v| v.as_str().into()),
+            unconverted: failed.then(|| {
+                Box::new(Unconverted {
+                    labels: meta.labels.clone().unwrap_or_default(),
+                    phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
+                    deleting: meta.deletion_timestamp.is_some(),
+                })
+            }),
+        }
+    }
 }
 
-pub(crate) fn label<'p>(pod: &'p core::Pod, key: &str) -> Option<&'p str> {
-    pod.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(key))
-        .map(String::as_str)
+/// A pod of the input as controllers see it.
+#[derive(Clone, Copy)]
+pub(crate) struct InputPod<'a> {
+    name: &'a str,
+    labels: &'a lockstep_model::Labels,
+    phase: Option<&'a str>,
+    deleting: bool,
+    facts: &'a PodFacts,
+}
+
+impl<'a> InputPod<'a> {
+    /// `pod` is the converted pod, when its conversion succeeded.
+    pub(crate) fn new(
+        name: &'a str,
+        pod: Option<&'a lockstep_model::Pod>,
+        facts: &'a PodFacts,
+    ) -> InputPod<'a> {
+        static NO_LABELS: lockstep_model::Labels = lockstep_model::Labels::new();
+        let (labels, phase, deleting) = match (pod, &facts.unconverted) {
+            (Some(pod), _) => (&pod.labels, Some(phase_name(pod.phase)), pod.terminating),
+            (None, Some(u)) => (&u.labels, u.phase.as_deref(), u.deleting),
+            (None, None) => (&NO_LABELS, None, false),
+        };
+        InputPod {
+            name,
+            labels,
+            phase,
+            deleting,
+            facts,
+        }
+    }
+
+    pub(crate) fn name(&self) -> String {
+        self.name.to_string()
+    }
+
+    pub(crate) fn labels(&self) -> &'a lockstep_model::Labels {
+        self.labels
+    }
+
+    pub(crate) fn label(&self, key: &str) -> Option<&'a str> {
+        self.labels.get(key).map(String::as_str)
+    }
+
+    /// `status.phase` as given (a converted pod's phase by its name).
+    pub(crate) fn phase(&self) -> Option<&'a str> {
+        self.phase
+    }
+
+    /// Not finished (phase Succeeded or Failed) and not being deleted.
+    pub(crate) fn is_active(&self) -> bool {
+        !matches!(self.phase, Some("Succeeded" | "Failed")) && !self.deleting
+    }
+
+    /// The kind and name of its controller.
+    pub(crate) fn controller(&self) -> Option<(&'a str, &'a str)> {
+        let facts: &'a PodFacts = self.facts;
+        facts
+            .controller
+            .as_deref()
+            .map(|(kind, name)| (kind.as_str(), name.as_str()))
+    }
+
+    /// Whether its controller is the object `kind`/`name`.
+    pub(crate) fn controlled_by(&self, kind: &str, name: &str) -> bool {
+        self.controller() == Some((kind, name))
+    }
+
+    /// The Job completion index annotation.
+    pub(crate) fn index_annotation(&self) -> Option<&'a str> {
+        let facts: &'a PodFacts = self.facts;
+        facts.index_annotation.as_deref()
+    }
+}
+
+fn phase_name(phase: lockstep_model::PodPhase) -> &'static str {
+    use lockstep_model::PodPhase;
+    match phase {
+        PodPhase::Pending => "Pending",
+        PodPhase::Running => "Running",
+        PodPhase::Succeeded => "Succeeded",
+        PodPhase::Failed => "Failed",
+        PodPhase::Unknown => "Unknown",
+    }
 }
 
 /// The controller ownerReference of an object, if it has one.
@@ -217,11 +323,6 @@ pub(crate) fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
         .iter()
         .flatten()
         .find(|r| r.controller == Some(true))
-}
-
-/// Whether `pod`'s controller is the object `kind`/`name`.
-pub(crate) fn controlled_by(pod: &core::Pod, kind: &str, name: &str) -> bool {
-    controller_of(&pod.metadata).is_some_and(|r| r.kind == kind && r.name == name)
 }
 
 /// A gang policy of `min_count`.
@@ -375,7 +476,12 @@ pub(crate) fn expand(collected: &mut Collected) -> Result<(), LoadError> {
             new_pods.len() as i64,
         )?;
     }
-    collected.pods.extend(new_pods);
+    let drafts = crate::map_in_order(new_pods, |e: Entry<core::Pod>| {
+        let (head, pod) = e.split();
+        let draft = crate::convert::pod::draft(&head, *pod);
+        head.with(draft)
+    });
+    collected.pods.extend(drafts);
     Ok(())
 }
 

@@ -45,7 +45,7 @@ use serde::Deserialize;
 use serde_json::Value as Json;
 
 use super::{
-    Existing, Expansion, NewPod, Owner, PodName, basic, gang, label, name_of, pod_group, template,
+    Existing, Expansion, InputPod, NewPod, Owner, PodName, basic, gang, pod_group, template,
     workload,
 };
 use crate::error::LoadError;
@@ -289,7 +289,7 @@ pub(crate) fn expand_job(
         None => {
             // KubeRay names the cluster `<rayjob>-<5 random characters>`; the number stands
             // in for them (the first whose head pod name is unused).
-            let taken: BTreeSet<String> = existing.all(owner.namespace).map(name_of).collect();
+            let taken: BTreeSet<String> = existing.all(owner.namespace).map(|p| p.name()).collect();
             (0u64..)
                 .map(|n| format!("{}-{n}", owner.name))
                 .find(|c| !taken.iter().any(|p| p.starts_with(&format!("{c}-head-"))))
@@ -541,14 +541,14 @@ fn expand_spec(
     let gang_scheduled = mapping != Mapping::Plain;
 
     // The head.
-    let cluster_pods: Vec<&core::Pod> = existing
+    let cluster_pods: Vec<InputPod> = existing
         .active(owner.namespace)
-        .filter(|p| label(p, "ray.io/cluster") == Some(cluster))
+        .filter(|p| p.label("ray.io/cluster") == Some(cluster))
         .collect();
     let head_running = cluster_pods
         .iter()
-        .filter(|p| label(p, "ray.io/node-type") == Some("head"))
-        .map(|p| name_of(p))
+        .filter(|p| p.label("ray.io/node-type") == Some("head"))
+        .map(InputPod::name)
         .collect::<Vec<_>>();
     out.adopted.extend(head_running.iter().cloned());
     let owner_ref = super::controller_ref("ray.io/v1", "RayCluster", cluster, "");
@@ -591,39 +591,40 @@ fn expand_spec(
         let path = format!("{at}.workerGroupSpecs[{i}].template");
         let template = g.template.as_ref().expect("checked above");
         let hosts = i64::from(g.num_of_hosts.unwrap_or(1));
-        let running: Vec<&core::Pod> = cluster_pods
+        let running: Vec<InputPod> = cluster_pods
             .iter()
             .copied()
             .filter(|p| {
-                label(p, "ray.io/node-type") == Some("worker")
-                    && label(p, "ray.io/group") == Some(g.group_name.as_str())
+                p.label("ray.io/node-type") == Some("worker")
+                    && p.label("ray.io/group") == Some(g.group_name.as_str())
             })
             .collect();
-        out.adopted.extend(running.iter().map(|p| name_of(p)));
-        let index_of = |p: &core::Pod| {
-            label(p, "ray.io/worker-group-replica-index").and_then(|v| v.parse::<i64>().ok())
+        out.adopted.extend(running.iter().map(InputPod::name));
+        let index_of = |p: &InputPod| {
+            p.label("ray.io/worker-group-replica-index")
+                .and_then(|v| v.parse::<i64>().ok())
         };
         // Replica indexes in use, and how many replicas to create.
         let mut used: BTreeSet<i64> = BTreeSet::new();
         let to_create = if hosts > 1 {
-            let mut replicas: HashMap<&str, Vec<&core::Pod>> = HashMap::new();
+            let mut replicas: HashMap<&str, Vec<InputPod>> = HashMap::new();
             for p in &running {
-                if let Some(r) = label(p, "ray.io/worker-group-replica-name") {
-                    replicas.entry(r).or_default().push(p);
+                if let Some(r) = p.label("ray.io/worker-group-replica-name") {
+                    replicas.entry(r).or_default().push(*p);
                 }
             }
-            let complete: Vec<&Vec<&core::Pod>> = replicas
+            let complete: Vec<&Vec<InputPod>> = replicas
                 .values()
                 .filter(|pods| pods.len() as i64 >= hosts)
                 .collect();
             for pods in &complete {
-                if let Some(i) = pods.first().and_then(|p| index_of(p)) {
+                if let Some(i) = pods.first().and_then(index_of) {
                     used.insert(i);
                 }
             }
             (desired[i] / hosts - complete.len() as i64).max(0)
         } else {
-            used.extend(running.iter().filter_map(|p| index_of(p)));
+            used.extend(running.iter().filter_map(index_of));
             (desired[i] - running.len() as i64).max(0)
         };
         let mut next = 0i64;
