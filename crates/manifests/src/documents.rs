@@ -21,10 +21,48 @@ pub(crate) fn parse_documents(
     text: &str,
     json: bool,
 ) -> Result<Vec<Document>, LoadError> {
+    let mut out = Vec::new();
+    parse_in_batches(file, text, json, &mut |batch| {
+        out.extend(batch);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Text read into values at a time by [`parse_in_batches`]: the values of a document take
+/// about twenty times its text, so the values of a whole large input would be alive at once
+/// otherwise.
+const BATCH_BYTES: usize = 2 << 20;
+
+/// A consumer of documents in input order, a batch at a time.
+pub(crate) type Route<'a> = dyn FnMut(Vec<Document>) -> Result<(), LoadError> + 'a;
+
+/// Parses `text` as [`parse_documents`] does, handing the documents to `route` in batches of
+/// about [`BATCH_BYTES`] of text, in order, so that only one batch's values are alive at
+/// once; returns how many documents there were. The outcome is that of parsing the whole text
+/// and then routing its documents: an error in the text (syntax, limits) anywhere is returned
+/// before an error of `route` (the rest of the text is still parsed, without keeping values,
+/// to find one).
+pub(crate) fn parse_in_batches(
+    file: &str,
+    text: &str,
+    json: bool,
+    route: &mut Route,
+) -> Result<usize, LoadError> {
+    parse_in_batches_of(file, text, json, BATCH_BYTES, route)
+}
+
+fn parse_in_batches_of(
+    file: &str,
+    text: &str,
+    json: bool,
+    batch_bytes: usize,
+    route: &mut Route,
+) -> Result<usize, LoadError> {
     if json {
-        parse_json(file, text)
+        parse_json(file, text, batch_bytes, route)
     } else {
-        parse_yaml(file, text)
+        parse_yaml(file, text, batch_bytes, route)
     }
 }
 
@@ -41,11 +79,23 @@ fn document_number(index: usize) -> u32 {
     u32::try_from(index).map_or(u32::MAX, |i| i.saturating_add(1))
 }
 
-fn parse_json(file: &str, text: &str) -> Result<Vec<Document>, LoadError> {
+fn parse_json(
+    file: &str,
+    text: &str,
+    batch_bytes: usize,
+    route: &mut Route,
+) -> Result<usize, LoadError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut out = Vec::new();
-    let stream = serde_json::Deserializer::from_str(text).into_iter::<Json>();
-    for (i, value) in stream.enumerate() {
+    let mut batch = Vec::new();
+    let mut batch_start = 0;
+    let mut count = 0;
+    // The error of `route`, returned unless the text has one of its own further on.
+    let mut routed: Result<(), LoadError> = Ok(());
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Json>();
+    let mut next = 0;
+    while let Some(value) = stream.next() {
+        let i = next;
+        next += 1;
         let number = document_number(i);
         if i >= MAX_DOCUMENTS {
             return Err(LoadError::Limit {
@@ -60,11 +110,24 @@ fn parse_json(file: &str, text: &str) -> Result<Vec<Document>, LoadError> {
             column: e.column(),
             message: strip_json_location(&e),
         })?;
+        if routed.is_err() {
+            continue;
+        }
         if !value.is_null() {
-            out.push(Document { number, value });
+            batch.push(Document { number, value });
+        }
+        if stream.byte_offset() - batch_start >= batch_bytes {
+            batch_start = stream.byte_offset();
+            count += batch.len();
+            routed = route(std::mem::take(&mut batch));
         }
     }
-    Ok(out)
+    routed?;
+    count += batch.len();
+    if !batch.is_empty() {
+        route(batch)?;
+    }
+    Ok(count)
 }
 
 /// `serde_json::Error`'s text without its trailing " at line L column C".
@@ -357,59 +420,148 @@ fn prescan_yaml_within(
 /// YAML texts at least this large are parsed in parallel, in pieces of whole documents.
 const PARALLEL_MIN_BYTES: usize = 1 << 20;
 
-fn parse_yaml(file: &str, text: &str) -> Result<Vec<Document>, LoadError> {
+fn parse_yaml(
+    file: &str,
+    text: &str,
+    batch_bytes: usize,
+    route: &mut Route,
+) -> Result<usize, LoadError> {
     let prescan = prescan_yaml(file, text)?;
+    let layout = Layout::new(text, &prescan);
     let threads = crate::threads_for(text.len(), PARALLEL_MIN_BYTES);
-    if let Some(documents) = parse_yaml_pieces(text, &prescan, threads) {
-        return Ok(documents);
+    let mut batches = layout.batches(batch_bytes);
+    let mut count = 0;
+    while let Some(batch) = batches.next() {
+        let Some(documents) = parse_yaml_pieces(&layout, batch.clone(), threads) else {
+            // A single pass gives the exact error (or the documents, from this batch on).
+            let rest: Vec<Document> = parse_yaml_in_order(file, text, &prescan)?
+                .into_iter()
+                .filter(|d| d.number as usize > batch.start)
+                .collect();
+            count += rest.len();
+            if !rest.is_empty() {
+                route(rest)?;
+            }
+            return Ok(count);
+        };
+        count += documents.len();
+        if documents.is_empty() {
+            continue;
+        }
+        if let Err(e) = route(documents) {
+            // An error in the text further on comes first, as if it were all parsed first.
+            for batch in batches {
+                if parse_yaml_pieces(&layout, batch, threads).is_none() {
+                    parse_yaml_in_order(file, text, &prescan)?;
+                    break;
+                }
+            }
+            return Err(e);
+        }
     }
-    parse_yaml_in_order(file, text, &prescan)
+    Ok(count)
 }
 
-/// Parses `text` in up to `threads` pieces at once (in place when one), each a run of whole
-/// documents starting at a `---` line, each document by [`read_documents_fast`] (else the
-/// piece by the parser straight to JSON values, [`crate::yaml_json`]), and numbers the
-/// documents as one pass would. `None` when a piece has an error, anything the
-/// fast path leaves to the general one, or yields another number of documents than the
-/// prescan found in it: the caller then parses the whole text in order, which gives the
-/// exact error (or result) a single pass gives.
-fn parse_yaml_pieces(text: &str, prescan: &Prescan, threads: usize) -> Option<Vec<Document>> {
-    // Byte offset of each line's start.
-    let mut line_offsets = vec![0usize];
-    line_offsets.extend(text.match_indices('\n').map(|(i, _)| i + 1));
-    // Cut points: document indexes whose start line opens with `---`, near equal shares.
-    let n = prescan.starts.len();
-    let mut cuts = vec![0usize];
+/// Where a YAML text's lines and documents start.
+struct Layout<'t> {
+    text: &'t str,
+    prescan: &'t Prescan,
+    /// Byte offset of each line's start.
+    line_offsets: Vec<usize>,
+}
+
+impl<'t> Layout<'t> {
+    fn new(text: &'t str, prescan: &'t Prescan) -> Layout<'t> {
+        let mut line_offsets = vec![0usize];
+        line_offsets.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        Layout {
+            text,
+            prescan,
+            line_offsets,
+        }
+    }
+
+    fn documents(&self) -> usize {
+        self.prescan.starts.len()
+    }
+
+    /// Byte offset where document `d` starts (the text's end for the one after the last).
+    fn start(&self, d: usize) -> usize {
+        if d == 0 {
+            0
+        } else {
+            self.prescan
+                .starts
+                .get(d)
+                .map_or(self.text.len(), |&line| self.line_offsets[line - 1])
+        }
+    }
+
+    /// Whether document `d`'s start line opens with `---`: the parser reads the text from
+    /// there as it reads it in one pass, so the text can be cut there.
+    fn cuttable(&self, d: usize) -> bool {
+        self.line_offsets
+            .get(self.prescan.starts[d] - 1)
+            .is_some_and(|&o| self.text[o..].starts_with("---"))
+    }
+
+    /// Runs of whole documents of at least `bytes` of text (but the last), cut where the
+    /// text can be cut.
+    fn batches(&self, bytes: usize) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+        let n = self.documents();
+        let mut from = 0;
+        std::iter::from_fn(move || {
+            if from >= n {
+                return None;
+            }
+            let begin = self.start(from);
+            let to = (from + 1..n)
+                .find(|&d| self.start(d) - begin >= bytes && self.cuttable(d))
+                .unwrap_or(n);
+            let batch = from..to;
+            from = to;
+            Some(batch)
+        })
+    }
+}
+
+/// Parses documents `range` of the text in up to `threads` pieces at once (in place when
+/// one), each a run of whole documents starting at a `---` line, each document by
+/// [`read_documents_fast`] (else the piece by the parser straight to JSON values,
+/// [`crate::yaml_json`]), and numbers the documents as one pass would. `range` starts at the
+/// text's start or at a document that [`Layout::cuttable`] allows. `None` when a piece has an
+/// error, anything the fast path leaves to the general one, or yields another number of
+/// documents than the prescan found in it: the caller then parses the whole text in order,
+/// which gives the exact error (or result) a single pass gives.
+fn parse_yaml_pieces(
+    layout: &Layout,
+    range: std::ops::Range<usize>,
+    threads: usize,
+) -> Option<Vec<Document>> {
+    let (text, prescan, line_offsets) = (layout.text, layout.prescan, &layout.line_offsets);
+    // Cut points: document indexes the text can be cut at, near equal shares.
+    let n = range.len();
+    let mut cuts = vec![range.start];
     for k in 1..threads {
-        let want = n * k / threads;
-        let cut = (want..n).find(|&d| {
-            line_offsets
-                .get(prescan.starts[d] - 1)
-                .is_some_and(|&o| text[o..].starts_with("---"))
-        })?;
+        let want = range.start + n * k / threads;
+        // Fewer pieces where the text cannot be cut.
+        let Some(cut) = (want..range.end).find(|&d| layout.cuttable(d)) else {
+            break;
+        };
         if cut > *cuts.last()? {
             cuts.push(cut);
         }
     }
-    cuts.push(n);
+    cuts.push(range.end);
     let pieces: Vec<(usize, usize, &str)> = cuts
         .windows(2)
         .map(|w| {
-            let from = if w[0] == 0 {
-                0
-            } else {
-                line_offsets[prescan.starts[w[0]] - 1]
-            };
-            let to = if w[1] == n {
-                text.len()
-            } else {
-                line_offsets[prescan.starts[w[1]] - 1]
-            };
-            (w[0], w[1] - w[0], &text[from..to])
+            let piece = &text[layout.start(w[0])..layout.start(w[1])];
+            (w[0], w[1] - w[0], piece)
         })
         .collect();
     let parse = |(first, count, piece): (usize, usize, &str)| {
-        if let Some(out) = read_documents_fast(text, &line_offsets, prescan, first, count) {
+        if let Some(out) = read_documents_fast(text, line_offsets, prescan, first, count) {
             return Some(out);
         }
         let mut out = Vec::new();
@@ -702,8 +854,10 @@ mod tests {
         let prescan = prescan_yaml("f.yaml", &text).unwrap();
         let whole = parse_yaml_in_order("f.yaml", &text, &prescan).unwrap();
         assert!(whole.len() > 250, "{}", whole.len());
+        let layout = Layout::new(&text, &prescan);
         for threads in [2, 3, 8] {
-            let pieces = parse_yaml_pieces(&text, &prescan, threads).expect("no error");
+            let all = 0..layout.documents();
+            let pieces = parse_yaml_pieces(&layout, all, threads).expect("no error");
             assert_eq!(pieces.len(), whole.len());
             for (a, b) in pieces.iter().zip(&whole) {
                 assert_eq!(
@@ -715,12 +869,86 @@ mod tests {
         }
     }
 
+    /// The documents of `text` read in batches of `bytes` of text, and how many batches.
+    fn batched(text: &str, json: bool, bytes: usize) -> (Vec<(u32, Json)>, usize) {
+        let mut out = Vec::new();
+        let mut batches = 0;
+        parse_in_batches_of("f.yaml", text, json, bytes, &mut |batch| {
+            batches += 1;
+            out.extend(batch.into_iter().map(|d| (d.number, d.value)));
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        (out, batches)
+    }
+
+    #[test]
+    fn documents_read_in_batches_are_those_of_one_pass() {
+        let text = many_documents();
+        let prescan = prescan_yaml("f.yaml", &text).unwrap();
+        let whole: Vec<(u32, Json)> = parse_yaml_in_order("f.yaml", &text, &prescan)
+            .unwrap()
+            .into_iter()
+            .map(|d| (d.number, d.value))
+            .collect();
+        for bytes in [1, 100, 1000, usize::MAX] {
+            let (got, batches) = batched(&text, false, bytes);
+            assert_eq!(got, whole, "batches of {bytes} bytes");
+            if bytes == 1000 {
+                assert!(batches > 5, "{batches} batches");
+            }
+        }
+        let json: String = (0..200)
+            .map(|i| format!("{{\"n\": {i}}}\nnull\n"))
+            .collect();
+        let (whole, _) = batched(&json, true, usize::MAX);
+        assert_eq!(whole.len(), 200);
+        for bytes in [1, 50, 1000] {
+            let (got, batches) = batched(&json, true, bytes);
+            assert_eq!(got, whole, "batches of {bytes} bytes");
+            assert!(batches > 1);
+        }
+    }
+
+    #[test]
+    fn an_error_in_the_text_comes_before_an_error_routing_an_earlier_batch() {
+        // The consumer refuses the first batch; what is returned, and how often it was called.
+        let refuse_first = |text: &str, json: bool| {
+            let mut calls = 0;
+            let e = parse_in_batches_of("f.yaml", text, json, 500, &mut |_| {
+                calls += 1;
+                Err(LoadError::Limit {
+                    origin: origin("f.yaml", 1),
+                    message: "refused".into(),
+                })
+            })
+            .unwrap_err()
+            .to_string();
+            (e, calls)
+        };
+        let yaml = many_documents();
+        let (e, calls) = refuse_first(&(yaml.clone() + "---\nbad: [unclosed\n"), false);
+        assert!(e.contains("invalid YAML"), "{e}");
+        assert_eq!(calls, 1);
+        let (e, calls) = refuse_first(&yaml, false);
+        assert!(e.contains("refused"), "{e}");
+        assert_eq!(calls, 1);
+
+        let json: String = (0..200).map(|i| format!("{{\"n\": {i}}}\n")).collect();
+        let (e, calls) = refuse_first(&(json.clone() + "{\"n\": "), true);
+        assert!(e.contains("invalid JSON"), "{e}");
+        assert_eq!(calls, 1);
+        let (e, _) = refuse_first(&json, true);
+        assert!(e.contains("refused"), "{e}");
+    }
+
     #[test]
     fn an_error_in_a_piece_is_left_to_the_pass_in_order() {
         let mut text = many_documents();
         text.push_str("---\nbad: [unclosed\n---\nafter: 1\n");
         let prescan = prescan_yaml("f.yaml", &text).unwrap();
-        assert!(parse_yaml_pieces(&text, &prescan, 2).is_none());
+        let layout = Layout::new(&text, &prescan);
+        assert!(parse_yaml_pieces(&layout, 0..layout.documents(), 2).is_none());
         // The whole parse reports it as a pass in order does, pieces or not.
         let e = parse_yaml_in_order("f.yaml", &text, &prescan)
             .err()
@@ -1051,7 +1279,9 @@ mod tests {
             cases[0], cases[1], cases[2], cases[3], cases[16], cases[19], cases[21],
         ] {
             let prescan = prescan_yaml("f.yaml", text).unwrap();
-            assert!(parse_yaml_pieces(text, &prescan, 1).is_some(), "{text}");
+            let layout = Layout::new(text, &prescan);
+            let all = 0..layout.documents();
+            assert!(parse_yaml_pieces(&layout, all, 1).is_some(), "{text}");
         }
         // The same amid other documents parsed in pieces: a piece gives the general path's
         // documents, or leaves the whole text to it.
@@ -1060,7 +1290,8 @@ mod tests {
             let Ok(prescan) = prescan_yaml("f.yaml", &text) else {
                 continue;
             };
-            if let Some(docs) = parse_yaml_pieces(&text, &prescan, 3) {
+            let layout = Layout::new(&text, &prescan);
+            if let Some(docs) = parse_yaml_pieces(&layout, 0..layout.documents(), 3) {
                 let docs: Vec<(u32, Json)> =
                     docs.into_iter().map(|d| (d.number, d.value)).collect();
                 assert_eq!(Ok(docs), general(&text), "{text}");

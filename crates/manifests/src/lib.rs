@@ -153,22 +153,28 @@ pub fn load_with_stdin(sources: &[Source], stdin: &mut dyn Read) -> Result<Loade
     let inputs = input::read_sources(sources, stdin, &mut warnings)?;
     let mut collected = route::Collected::default();
     collected.warnings = warnings;
-    add_inputs(&mut collected, &inputs)?;
+    add_inputs(&mut collected, inputs)?;
     convert::build(collected)
 }
 
-/// Routes every document of every input; an input without any document gets a warning.
-fn add_inputs(collected: &mut route::Collected, inputs: &[input::Input]) -> Result<(), LoadError> {
+/// Routes every document of every input; an input without any document gets a warning. Each
+/// input's text is freed once it is read.
+fn add_inputs(
+    collected: &mut route::Collected,
+    inputs: Vec<input::Input>,
+) -> Result<(), LoadError> {
     for input in inputs {
-        let documents = documents::parse_documents(&input.name, &input.text, input.json)?;
-        if documents.is_empty() {
+        let name = input.name.as_str();
+        // A batch of documents at a time: only one batch's parsed values are alive at once.
+        let count = documents::parse_in_batches(name, &input.text, input.json, &mut |batch| {
+            collected.add_documents(batch.into_iter().map(|d| (name, d)))
+        })?;
+        if count == 0 {
             collected.warnings.push(format!(
-                "warning: {} holds no Kubernetes objects (it is empty, or only comments and \
-                 document separators); nothing is read from it",
-                input.name
+                "warning: {name} holds no Kubernetes objects (it is empty, or only comments and \
+                 document separators); nothing is read from it"
             ));
         }
-        collected.add_documents(documents.into_iter().map(|d| (input.name.as_str(), d)))?;
     }
     Ok(())
 }
@@ -188,9 +194,9 @@ pub fn load_with_extra(
     let mut collected = route::Collected::default();
     collected.keep_values = true;
     collected.warnings = warnings;
-    add_inputs(&mut collected, &inputs)?;
+    add_inputs(&mut collected, inputs)?;
     collected.merging = true;
-    add_inputs(&mut collected, &extra_inputs)?;
+    add_inputs(&mut collected, extra_inputs)?;
     let extra_objects = std::mem::take(&mut collected.merged_objects);
     Ok((convert::build(collected)?, extra_objects))
 }
@@ -228,7 +234,7 @@ pub fn load_str(name: &str, text: &str) -> Result<Loaded, LoadError> {
         json: input::is_json(std::path::Path::new(name), text),
     };
     let mut collected = route::Collected::default();
-    add_inputs(&mut collected, std::slice::from_ref(&input))?;
+    add_inputs(&mut collected, vec![input])?;
     convert::build(collected)
 }
 
@@ -311,6 +317,6 @@ pub fn load_with_text(sources: &[Source], name: &str, text: &str) -> Result<Load
     });
     let mut collected = route::Collected::default();
     collected.warnings = warnings;
-    add_inputs(&mut collected, &inputs)?;
+    add_inputs(&mut collected, inputs)?;
     convert::build(collected)
 }
