@@ -23,6 +23,7 @@ use crate::state::ClusterState;
 use crate::{helper, plugins};
 
 const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
+const MIN_FEASIBLE_NODES_PERCENTAGE: usize = 5;
 /// From this many feasible nodes on, a cycle scores them on two cores (see
 /// [`Framework::run_scores`]); below, handing half over costs more than it saves.
 const SPLIT_SCORES: usize = 128;
@@ -76,7 +77,6 @@ struct ScanSide {
     /// The reasons of the nodes that failed, counted over the whole scan.
     failures: FxHashMap<Reason, u32>,
 }
-const MIN_FEASIBLE_NODES_PERCENTAGE: usize = 5;
 
 /// `numFeasibleNodesToFind` of kube-scheduler: all nodes below 100, else the configured
 /// percentage (adaptive `50 - nodes/125`, at least 5%, when 0), never fewer than 100.

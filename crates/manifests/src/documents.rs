@@ -29,9 +29,8 @@ pub(crate) fn parse_documents(
     Ok(out)
 }
 
-/// Text read into values at a time by [`parse_in_batches`]: the values of a document take
-/// about twenty times its text, so the values of a whole large input would be alive at once
-/// otherwise.
+/// Text read into values at a time by [`parse_in_batches`]: a document's parsed value takes
+/// many times the bytes of its text, too much to hold for a whole large input at once.
 const BATCH_BYTES: usize = 2 << 20;
 
 /// A consumer of documents in input order, a batch at a time.
@@ -487,14 +486,10 @@ impl<'t> Layout<'t> {
 
     /// Byte offset where document `d` starts (the text's end for the one after the last).
     fn start(&self, d: usize) -> usize {
-        if d == 0 {
-            0
-        } else {
-            self.prescan
-                .starts
-                .get(d)
-                .map_or(self.text.len(), |&line| self.line_offsets[line - 1])
-        }
+        self.prescan
+            .starts
+            .get(d)
+            .map_or(self.text.len(), |&line| self.line_offsets[line - 1])
     }
 
     /// Whether document `d`'s start line opens with `---`: the parser reads the text from
@@ -538,7 +533,7 @@ fn parse_yaml_pieces(
     range: std::ops::Range<usize>,
     threads: usize,
 ) -> Option<Vec<Document>> {
-    let (text, prescan, line_offsets) = (layout.text, layout.prescan, &layout.line_offsets);
+    let text = layout.text;
     // Cut points: document indexes the text can be cut at, near equal shares.
     let n = range.len();
     let mut cuts = vec![range.start];
@@ -561,7 +556,7 @@ fn parse_yaml_pieces(
         })
         .collect();
     let parse = |(first, count, piece): (usize, usize, &str)| {
-        if let Some(out) = read_documents_fast(text, line_offsets, prescan, first, count) {
+        if let Some(out) = read_documents_fast(layout, first, count) {
             return Some(out);
         }
         let mut out = Vec::new();
@@ -597,27 +592,15 @@ fn parse_yaml_pieces(
     Some(out)
 }
 
-/// Documents `first..first + count` of `text` (by the prescan's starts), each read by
+/// Documents `first..first + count` of the layout's text, each read by
 /// [`crate::yaml_fast`] or, where it gives up, by the YAML parser on the document's own text.
 /// `None` when a document the fast reader gives up on does not start with `---` (its text
 /// alone might read otherwise) or the parser fails or finds another number of documents in
 /// it: the caller then parses the piece as a whole.
-fn read_documents_fast(
-    text: &str,
-    line_offsets: &[usize],
-    prescan: &Prescan,
-    first: usize,
-    count: usize,
-) -> Option<Vec<Document>> {
-    let start = |d: usize| {
-        prescan
-            .starts
-            .get(d)
-            .map_or(text.len(), |&line| line_offsets[line - 1])
-    };
+fn read_documents_fast(layout: &Layout, first: usize, count: usize) -> Option<Vec<Document>> {
     let mut out = Vec::with_capacity(count);
     for d in first..first + count {
-        let own = &text[start(d)..start(d + 1)];
+        let own = &layout.text[layout.start(d)..layout.start(d + 1)];
         let value = match crate::yaml_fast::document(own) {
             Some(value) => value,
             // Its own text is what the parser sees of it: the text's start, or a `---` line.

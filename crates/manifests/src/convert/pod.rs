@@ -16,9 +16,9 @@ use super::requests::{
 use super::{Ctx, dra::dns_label, node::taint_effect, selectors};
 use crate::error::LoadError;
 use crate::route::Entry;
-use crate::workloads::{InputPod, PodFacts};
+use crate::workloads::{InputPod, PodFacts, Unconverted};
 
-pub(crate) fn resource_names(pod: &core::Pod, names: &mut BTreeSet<String>) {
+fn resource_names(pod: &core::Pod, names: &mut BTreeSet<String>) {
     let Some(spec) = &pod.spec else { return };
     let containers = spec
         .containers
@@ -62,11 +62,18 @@ pub(crate) struct Draft {
 #[allow(clippy::large_enum_variant)]
 enum Stage {
     /// An error met before the priority check (no spec, no containers).
-    Early(Box<LoadError>),
+    Early(Box<Failure>),
     /// The first error met after it.
-    Failed(Box<LoadError>),
+    Failed(Box<Failure>),
     /// The pod with an empty `requests` and priority 0.
     Converted(Pod),
+}
+
+/// A pod that could not be converted: the error, and what controllers read of it instead of
+/// the converted pod.
+struct Failure {
+    error: LoadError,
+    unconverted: Unconverted,
 }
 
 impl Draft {
@@ -80,11 +87,12 @@ impl Draft {
 
     /// The pod as workload controllers see it when they count the pods they own.
     pub(crate) fn input_pod<'a>(&'a self, name: &'a str) -> InputPod<'a> {
-        let pod = match &self.stage {
-            Stage::Converted(pod) => Some(pod),
-            Stage::Early(_) | Stage::Failed(_) => None,
-        };
-        InputPod::new(name, pod, &self.facts)
+        match &self.stage {
+            Stage::Converted(pod) => InputPod::converted(name, pod, &self.facts),
+            Stage::Early(f) | Stage::Failed(f) => {
+                InputPod::unconverted(name, &f.unconverted, &self.facts)
+            }
+        }
     }
 }
 
@@ -99,11 +107,17 @@ pub(crate) fn draft(entry: &Entry<()>, p: core::Pod) -> Draft {
     let spec = p.spec.as_ref();
     let mut preemption = None;
     let mut requests = Vec::new();
+    let failure = |error| {
+        Box::new(Failure {
+            error,
+            unconverted: Unconverted::of(&p),
+        })
+    };
     let stage = match spec {
-        None => Stage::Early(Box::new(
+        None => Stage::Early(failure(
             ctx.invalid("spec", "a pod needs spec.containers; add a spec"),
         )),
-        Some(spec) if spec.containers.is_empty() => Stage::Early(Box::new(ctx.invalid(
+        Some(spec) if spec.containers.is_empty() => Stage::Early(failure(ctx.invalid(
             "spec.containers",
             "a pod needs at least one container; add one",
         ))),
@@ -121,11 +135,11 @@ pub(crate) fn draft(entry: &Entry<()>, p: core::Pod) -> Draft {
                     requests = effective.requests.into_iter().collect();
                     Stage::Converted(pod)
                 }
-                Err(e) => Stage::Failed(Box::new(e)),
+                Err(e) => Stage::Failed(failure(e)),
             }
         }
     };
-    let facts = PodFacts::of(&p, !matches!(stage, Stage::Converted(_)));
+    let facts = PodFacts::of(&p);
     Draft {
         stage,
         priority: spec.and_then(|s| s.priority),
@@ -155,8 +169,8 @@ pub(crate) fn finish(
         ..
     } = entry;
     let draft = *value;
-    if let Stage::Early(e) = draft.stage {
-        return Err(*e);
+    if let Stage::Early(f) = draft.stage {
+        return Err(f.error);
     }
     // Priority: spec.priority, else the named class, else the global default class, else 0.
     let (priority, class_name, class) = match (draft.priority, draft.class) {
@@ -181,7 +195,7 @@ pub(crate) fn finish(
     };
     let mut pod = match draft.stage {
         Stage::Converted(pod) => pod,
-        Stage::Early(e) | Stage::Failed(e) => return Err(*e),
+        Stage::Early(f) | Stage::Failed(f) => return Err(f.error),
     };
     pod.priority = priority;
     pod.preemption_policy = match draft.preemption_policy {

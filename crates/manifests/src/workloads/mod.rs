@@ -198,20 +198,10 @@ pub(crate) struct PodFacts {
     controller: Option<Box<(String, String)>>,
     /// The Job completion index annotation.
     index_annotation: Option<Box<str>>,
-    /// Labels, phase and deletion, kept only when the pod's conversion failed (otherwise
-    /// the converted pod has them).
-    unconverted: Option<Box<Unconverted>>,
-}
-
-struct Unconverted {
-    labels: lockstep_model::Labels,
-    phase: Option<String>,
-    deleting: bool,
 }
 
 impl PodFacts {
-    /// The facts of `pod`; `failed` when it could not be converted.
-    pub(crate) fn of(pod: &core::Pod, failed: bool) -> PodFacts {
+    pub(crate) fn of(pod: &core::Pod) -> PodFacts {
         let meta = &pod.metadata;
         PodFacts {
             controller: controller_of(meta).map(|r| Box::new((r.kind.clone(), r.name.clone()))),
@@ -220,13 +210,24 @@ impl PodFacts {
                 .as_ref()
                 .and_then(|a| a.get(job::INDEX_KEY))
                 .map(|v| v.as_str().into()),
-            unconverted: failed.then(|| {
-                Box::new(Unconverted {
-                    labels: meta.labels.clone().unwrap_or_default(),
-                    phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
-                    deleting: meta.deletion_timestamp.is_some(),
-                })
-            }),
+        }
+    }
+}
+
+/// What controllers read of a pod that could not be converted (the converted pod holds it
+/// otherwise): its labels, phase and deletion as given.
+pub(crate) struct Unconverted {
+    labels: lockstep_model::Labels,
+    phase: Option<String>,
+    deleting: bool,
+}
+
+impl Unconverted {
+    pub(crate) fn of(pod: &core::Pod) -> Unconverted {
+        Unconverted {
+            labels: pod.metadata.labels.clone().unwrap_or_default(),
+            phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
+            deleting: pod.metadata.deletion_timestamp.is_some(),
         }
     }
 }
@@ -242,23 +243,30 @@ pub(crate) struct InputPod<'a> {
 }
 
 impl<'a> InputPod<'a> {
-    /// `pod` is the converted pod, when its conversion succeeded.
-    pub(crate) fn new(
+    pub(crate) fn converted(
         name: &'a str,
-        pod: Option<&'a lockstep_model::Pod>,
+        pod: &'a lockstep_model::Pod,
         facts: &'a PodFacts,
     ) -> InputPod<'a> {
-        static NO_LABELS: lockstep_model::Labels = lockstep_model::Labels::new();
-        let (labels, phase, deleting) = match (pod, &facts.unconverted) {
-            (Some(pod), _) => (&pod.labels, Some(phase_name(pod.phase)), pod.terminating),
-            (None, Some(u)) => (&u.labels, u.phase.as_deref(), u.deleting),
-            (None, None) => (&NO_LABELS, None, false),
-        };
         InputPod {
             name,
-            labels,
-            phase,
-            deleting,
+            labels: &pod.labels,
+            phase: Some(phase_name(pod.phase)),
+            deleting: pod.terminating,
+            facts,
+        }
+    }
+
+    pub(crate) fn unconverted(
+        name: &'a str,
+        pod: &'a Unconverted,
+        facts: &'a PodFacts,
+    ) -> InputPod<'a> {
+        InputPod {
+            name,
+            labels: &pod.labels,
+            phase: pod.phase.as_deref(),
+            deleting: pod.deleting,
             facts,
         }
     }
@@ -287,8 +295,7 @@ impl<'a> InputPod<'a> {
 
     /// The kind and name of its controller.
     pub(crate) fn controller(&self) -> Option<(&'a str, &'a str)> {
-        let facts: &'a PodFacts = self.facts;
-        facts
+        self.facts
             .controller
             .as_deref()
             .map(|(kind, name)| (kind.as_str(), name.as_str()))
@@ -301,8 +308,7 @@ impl<'a> InputPod<'a> {
 
     /// The Job completion index annotation.
     pub(crate) fn index_annotation(&self) -> Option<&'a str> {
-        let facts: &'a PodFacts = self.facts;
-        facts.index_annotation.as_deref()
+        self.facts.index_annotation.as_deref()
     }
 }
 
