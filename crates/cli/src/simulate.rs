@@ -106,7 +106,9 @@ pub struct SimulateArgs {
     /// Run several policies on the same trace and compare them (comma-separated specs;
     /// without a value: least-allocated, most-allocated, most-allocated+gang-preemption=atomic,
     /// most-allocated+no-batching). Terms: least-allocated, most-allocated,
-    /// device-fragmentation (fragmentation gradient descent as the only score), device-strategy,
+    /// device-fragmentation (fragmentation gradient descent as the only score), fgd (the FGD
+    /// paper's score as its simulator computes it), fgd-fit (fgd counting a node's fragments
+    /// in the copies of each task it holds, its cpu included), device-strategy, gang-search,
     /// batching, no-batching, preemption, no-preemption, gang-preemption=off|minimal|atomic.
     #[arg(long, value_name = "SPEC,...", num_args = 0.., value_delimiter = ',', help_heading = "Run")]
     compare: Option<Vec<String>>,

@@ -27,7 +27,7 @@ pub mod state;
 
 pub use catalog::DeviceId;
 pub use error::{DraError, Unfit, UnfitReason};
-pub use load::{DEVICE_UNITS, DeviceLoad, TaskShape};
+pub use load::{DEVICE_UNITS, DeviceLoad, FragmentMeasure, TaskShape};
 pub use state::{
     AllocatedDevice, ClaimAllocation, ClaimId, ClaimRef, DraInputs, DraState, Limits,
     NodeAllocation, RequestRef, TemplateId,

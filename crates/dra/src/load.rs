@@ -206,6 +206,25 @@ pub struct TaskShape {
     pub weight: f64,
 }
 
+/// The workload a fragmentation growth is computed for.
+struct Tasks<'a> {
+    shapes: &'a [TaskShape],
+    shapes_id: u64,
+    measure: FragmentMeasure,
+}
+
+/// How a fragmentation score counts the device units a task could not use on a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FragmentMeasure {
+    /// As the ATC'23 fragmentation paper: the free units of the devices the task could not
+    /// take (all of them where it does not fit).
+    Devices,
+    /// What is left over once as many copies of the task as the node holds are placed: the
+    /// copies its devices hold (a device shared by requests of a fraction holds as many as
+    /// fit in its free share), bounded by the copies the node's other resources hold.
+    Copies,
+}
+
 /// Free units of one device, and whether it is wholly free.
 #[derive(Debug, Clone, Copy)]
 struct Free {
@@ -256,31 +275,34 @@ impl DraState {
     /// (constraints between devices are not considered). `shapes_id` names the shape list for
     /// the cache (answers for alike nodes with alike usage are remembered).
     ///
-    /// `host_fit(i)` says whether a task of shape `i` fits the node's other resources (cpu,
-    /// memory: the engine's part) before and after the placement; when it does not, all the
-    /// node's free device units are fragments for it. `host_key` must hold everything
-    /// `host_fit` depends on (for the cache).
+    /// `host_fit(i)` says how many copies of a task of shape `i` the node's other resources
+    /// (cpu, memory: the engine's part) hold before and after the placement (`i64::MAX` for
+    /// no bound); where none fits, all the node's free device units are fragments for it.
+    /// [`FragmentMeasure::Devices`] only asks whether one fits. `host_key` must hold
+    /// everything `host_fit` depends on (for the cache).
+    #[allow(clippy::too_many_arguments)]
     pub fn fragmentation_delta(
         &self,
         allocation: &NodeAllocation,
         shapes: &[TaskShape],
         shapes_id: u64,
+        measure: FragmentMeasure,
         host_key: &[i64],
-        host_fit: &mut dyn FnMut(usize) -> (bool, bool),
+        host_fit: &mut dyn FnMut(usize) -> (i64, i64),
     ) -> f64 {
         // The cache key is built in one buffer per thread (asked for every node scored).
+        let task = Tasks {
+            shapes,
+            shapes_id,
+            measure,
+        };
         FRAG_KEY.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut key) => self.fragmentation_delta_in(
-                &mut key, allocation, shapes, shapes_id, host_key, host_fit,
-            ),
-            Err(_) => self.fragmentation_delta_in(
-                &mut Vec::new(),
-                allocation,
-                shapes,
-                shapes_id,
-                host_key,
-                host_fit,
-            ),
+            Ok(mut key) => {
+                self.fragmentation_delta_in(&mut key, allocation, &task, host_key, host_fit)
+            }
+            Err(_) => {
+                self.fragmentation_delta_in(&mut Vec::new(), allocation, &task, host_key, host_fit)
+            }
         })
     }
 
@@ -288,11 +310,11 @@ impl DraState {
         &self,
         key: &mut Vec<i64>,
         allocation: &NodeAllocation,
-        shapes: &[TaskShape],
-        shapes_id: u64,
+        task: &Tasks<'_>,
         host_key: &[i64],
-        host_fit: &mut dyn FnMut(usize) -> (bool, bool),
+        host_fit: &mut dyn FnMut(usize) -> (i64, i64),
     ) -> f64 {
+        let (shapes, shapes_id) = (task.shapes, task.shapes_id);
         let node = allocation.node;
         let shared = self.shared();
         let cat = &shared.catalog;
@@ -317,6 +339,7 @@ impl DraState {
                 key.push(-2);
             }
             key.push(shapes_id as i64);
+            key.push(task.measure as i64);
             key.extend_from_slice(host_key);
             if let Some(v) = shared.frag_cache.get(key) {
                 return v;
@@ -354,16 +377,15 @@ impl DraState {
         let all = |free: &[Free]| free.iter().map(|f| f.units).sum::<i64>();
         for (i, s) in shapes.iter().enumerate() {
             let (fit_before, fit_after) = host_fit(i);
-            let f_after = if fit_after {
-                self.fragmentation_for(devices, &after, &s.claims, &mut buf)
-            } else {
-                all(&after)
+            let mut fragments = |free: &[Free], host: i64| {
+                if host <= 0 {
+                    return all(free);
+                }
+                let copies = (task.measure == FragmentMeasure::Copies).then_some(host);
+                self.fragmentation_for(devices, free, &s.claims, &mut buf, copies)
             };
-            let f_before = if fit_before {
-                self.fragmentation_for(devices, &before, &s.claims, &mut buf)
-            } else {
-                all(&before)
-            };
+            let f_after = fragments(&after, fit_after);
+            let f_before = fragments(&before, fit_before);
             delta += s.weight * (f_after - f_before) as f64;
         }
         let delta = delta / total;
@@ -402,13 +424,16 @@ impl DraState {
         }
     }
 
-    /// The free units of `devices` (free as `free` says) a task with `claims` could not use.
+    /// The free units of `devices` (free as `free` says) a task with `claims` could not use:
+    /// with `copies` (how many copies of the task the node's other resources hold), those
+    /// left once as many copies as fit are placed (each request counted on its own devices).
     fn fragmentation_for(
         &self,
         devices: &[DeviceId],
         free: &[Free],
         claims: &[ClaimRef],
         buf: &mut Vec<i64>,
+        copies: Option<i64>,
     ) -> i64 {
         let shared = self.shared();
         let cat = &shared.catalog;
@@ -418,6 +443,8 @@ impl DraState {
         }
         let all_free: i64 = free.iter().map(|f| f.units).sum();
         let mut usable = vec![false; devices.len()];
+        // With `copies`: how many copies the devices hold, and the units one copy takes.
+        let (mut held, mut per_copy) = (copies.unwrap_or(0), 0i64);
         for spec in pending_specs(self, claims) {
             for r in &spec.requests {
                 let Some(alt) = r.alts.first() else { continue };
@@ -426,6 +453,8 @@ impl DraState {
                     AllocationMode::All => 1,
                 };
                 let mut count = 0;
+                // Copies of this request the usable devices hold (in `need`s), its units.
+                let (mut slots, mut units) = (0i64, DEVICE_UNITS);
                 for (i, &d) in devices.iter().enumerate() {
                     let e = cat.device(d);
                     let selected = alt
@@ -436,10 +465,11 @@ impl DraState {
                         continue;
                     }
                     let fits = if alt.capacity.is_empty() || !e.multi {
-                        free[i].whole
+                        units = DEVICE_UNITS;
+                        free[i].whole.then_some(1)
                     } else {
                         buf.clear();
-                        crate::search::consumed_capacity(e, alt, buf) && {
+                        if crate::search::consumed_capacity(e, alt, buf) {
                             // The device's free share against the request's share of it.
                             let share: i64 = e
                                 .capacity
@@ -449,18 +479,36 @@ impl DraState {
                                 .map(|(k, slot)| buf[k].saturating_mul(DEVICE_UNITS) / slot.value)
                                 .max()
                                 .unwrap_or(0);
-                            share <= free[i].units
+                            units = share;
+                            (share <= free[i].units).then(|| free[i].units / share.max(1))
+                        } else {
+                            None
                         }
                     };
-                    if fits {
+                    if let Some(n) = fits {
                         usable[i] = true;
                         count += 1;
+                        slots += n;
                     }
                 }
                 if count < need {
                     return all_free;
                 }
+                match alt.mode {
+                    AllocationMode::ExactCount(n) => {
+                        held = held.min(slots / i64::from(n.max(1)));
+                        per_copy += units * i64::from(n);
+                    }
+                    // All of the usable devices, once.
+                    AllocationMode::All => {
+                        held = held.min(1);
+                        per_copy += units * count as i64;
+                    }
+                }
             }
+        }
+        if copies.is_some() && per_copy > 0 {
+            return (all_free - held.saturating_mul(per_copy)).max(0);
         }
         free.iter()
             .zip(&usable)

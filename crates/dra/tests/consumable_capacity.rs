@@ -394,6 +394,7 @@ fn device_load_counts_shares_by_their_most_used_capacity() {
 
 #[test]
 fn fragmentation_delta_prefers_filling_a_partly_used_gpu() {
+    use lockstep_dra::FragmentMeasure::Devices;
     use lockstep_dra::TaskShape;
     // Two nodes of two shared GPUs each; on node-a one GPU is half used.
     let mut w = World::new();
@@ -425,29 +426,30 @@ fn fragmentation_delta_prefers_filling_a_partly_used_gpu() {
             weight: 1.0,
         },
     ];
-    let mut fit = |_: usize| (true, true);
+    let mut fit = |_: usize| (i64::MAX, i64::MAX);
     // Another half on node-a fills its used GPU: the half-free GPU no whole-GPU task could
     // use is gone (fragmentation shrinks by 500 units for the whole-GPU half of the tasks).
     let on_a = st.try_allocate(a, &[half]).unwrap();
     assert_eq!(devices_of(&st, &on_a), ["gpu-0"]);
     assert_eq!(
-        st.fragmentation_delta(&on_a, &shapes, 1, &[], &mut fit),
+        st.fragmentation_delta(&on_a, &shapes, 1, Devices, &[], &mut fit),
         -250.0
     );
     // On node-b it breaks a whole GPU: 500 more units whole-GPU tasks cannot use.
     let on_b = st.try_allocate(b, &[half]).unwrap();
     assert_eq!(
-        st.fragmentation_delta(&on_b, &shapes, 1, &[], &mut fit),
+        st.fragmentation_delta(&on_b, &shapes, 1, Devices, &[], &mut fit),
         250.0
     );
     // A task that does not fit the node's cpu after the placement finds every free unit a
     // fragment.
-    let mut no_room = |_: usize| (true, false);
-    assert!(st.fragmentation_delta(&on_a, &shapes, 1, &[1], &mut no_room) > 0.0);
+    let mut no_room = |_: usize| (1, 0);
+    assert!(st.fragmentation_delta(&on_a, &shapes, 1, Devices, &[1], &mut no_room) > 0.0);
 }
 
 #[test]
 fn allocation_choices_offer_every_shared_gpu_and_fragmentation_picks_among_them() {
+    use lockstep_dra::FragmentMeasure::Devices;
     use lockstep_dra::TaskShape;
     // One node of two shared 80 Gi GPUs; gpu-1 is 70% used (56 Gi), gpu-0 is free.
     let mut w = World::new();
@@ -494,16 +496,16 @@ fn allocation_choices_offer_every_shared_gpu_and_fragmentation_picks_among_them(
             weight: 1.0,
         },
     ];
-    let mut fit = |_: usize| (true, true);
+    let mut fit = |_: usize| (i64::MAX, i64::MAX);
     // On gpu-0: free 700 and 300, no whole GPU left: the whole-GPU task finds all 1000 units
     // fragments, the small one none: expected 500, growth 350.
     assert_eq!(
-        st.fragmentation_delta(&choices[0], &shapes, 7, &[], &mut fit),
+        st.fragmentation_delta(&choices[0], &shapes, 7, Devices, &[], &mut fit),
         350.0
     );
     // On gpu-1: free 1000 (whole) and 0: no fragments at all, growth -150.
     assert_eq!(
-        st.fragmentation_delta(&choices[1], &shapes, 7, &[], &mut fit),
+        st.fragmentation_delta(&choices[1], &shapes, 7, Devices, &[], &mut fit),
         -150.0
     );
 }
@@ -556,4 +558,92 @@ fn remembered_answers_are_shared_by_alike_nodes_and_only_by_them() {
     st.release(&used);
     assert_eq!(ask(&st, a, &[1], 60), Some(10), "now free as node-b was");
     assert_eq!(computed.get(), 3);
+}
+
+#[test]
+fn fragments_counted_in_copies_are_what_is_left_once_the_node_is_filled_with_the_task() {
+    use lockstep_dra::FragmentMeasure::{Copies, Devices};
+    use lockstep_dra::TaskShape;
+    // One node of two shared 80 Gi GPUs; gpu-1 is 70% used (56 Gi = 700 units), gpu-0 free.
+    let mut w = World::new();
+    w.nodes.push(node("node-a", &[]));
+    w.slices.push(slice_on(
+        "gpus",
+        "node-a",
+        "node-a",
+        vec![shared_gpu("gpu-0", None), shared_gpu("gpu-1", None)],
+    ));
+    w.templates = vec![
+        template("seventy", vec![request("gpu", asking(Some(56)))], vec![]),
+        template("small", vec![request("gpu", asking(Some(24)))], vec![]),
+        template("third", vec![request("gpu", asking(Some(24)))], vec![]),
+        template("two", vec![request("gpu", exact("gpu", 2))], vec![]),
+    ];
+    let mut st = w.state();
+    let a = node_id(&w, "node-a");
+    let (seventy, small, third, two) = (
+        template_ref(&st, "seventy"),
+        template_ref(&st, "small"),
+        template_ref(&st, "third"),
+        template_ref(&st, "two"),
+    );
+    let used = st.allocation_choices(a, &[seventy]).remove(1);
+    st.reserve(&used);
+    let only = |claims| {
+        [TaskShape {
+            claims: vec![claims],
+            weight: 1.0,
+        }]
+    };
+    let unbounded = |_: usize| (i64::MAX, i64::MAX);
+    // A 300-unit pod on gpu-0 (free 1000 and 300 before; 700 and 300 after) or on gpu-1
+    // (1000 and 0 after).
+    let choices = st.allocation_choices(a, &[small]);
+    let (on_0, on_1) = (&choices[0], &choices[1]);
+    // The 700-unit task. Before: one copy fits (gpu-0), 1300 - 700 = 600 left. After on
+    // gpu-0: one copy, 1000 - 700 = 300 left (growth -300); on gpu-1: one copy, 300 left
+    // (-300). Counting devices instead: gpu-1's 300 units are a fragment before and after on
+    // gpu-0 (growth 0), none after on gpu-1 (-300).
+    let seventy_task = only(seventy);
+    for (choice, copies, devices) in [(on_0, -300.0, 0.0), (on_1, -300.0, -300.0)] {
+        let mut fit = unbounded;
+        assert_eq!(
+            st.fragmentation_delta(choice, &seventy_task, 1, Copies, &[], &mut fit),
+            copies
+        );
+        assert_eq!(
+            st.fragmentation_delta(choice, &seventy_task, 1, Devices, &[], &mut fit),
+            devices
+        );
+    }
+    // The 300-unit task: four copies before (three on gpu-0, one on gpu-1), 100 left; three
+    // after either choice, 100 left: no growth. When the node's cpu holds two copies before
+    // and one after: 1300 - 600 = 700 left before, 1000 - 300 = 700 after.
+    let third_task = only(third);
+    let mut cpu_bound = |_: usize| (2, 1);
+    for choice in [on_0, on_1] {
+        let mut fit = unbounded;
+        assert_eq!(
+            st.fragmentation_delta(choice, &third_task, 2, Copies, &[], &mut fit),
+            0.0
+        );
+        assert_eq!(
+            st.fragmentation_delta(choice, &third_task, 2, Copies, &[1], &mut cpu_bound),
+            0.0
+        );
+    }
+    // Two whole GPUs: no copy fits before (gpu-1 is in use), so every free unit is a
+    // fragment before and after: the growth is the units the pod takes.
+    let mut fit = unbounded;
+    assert_eq!(
+        st.fragmentation_delta(on_0, &only(two), 3, Copies, &[], &mut fit),
+        -300.0
+    );
+    // Where the node's cpu holds no copy after the placement, every unit left is a fragment:
+    // 300 left before the 700-unit task's copy (600), 1000 after: growth 400.
+    let mut no_room = |_: usize| (1, 0);
+    assert_eq!(
+        st.fragmentation_delta(on_0, &seventy_task, 4, Copies, &[2], &mut no_room),
+        400.0
+    );
 }

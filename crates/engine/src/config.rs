@@ -152,14 +152,33 @@ pub enum DeviceScoring {
     /// task without devices counts every free device as a fragment. The device choice within
     /// a node follows the same integer score.
     FragmentationSigmoid,
+    /// `FragmentationSigmoid`'s integer score and device choice, with two differences: a
+    /// task's fragments on a node are the free device units left once as many copies of it
+    /// as the node holds are placed (copies its devices hold, a shared device as many as fit
+    /// in its free share, bounded by the copies its cpu holds), so a half-used GPU strands
+    /// what a second half-GPU task cannot use and cpu that runs out strands the devices it
+    /// leaves; and the workload is every (claims, cpu) shape of the pods, not only the most
+    /// common 95%.
+    FragmentationFit,
 }
 
 impl DeviceScoring {
-    /// Either fragmentation score.
+    /// Any fragmentation score.
     pub fn is_fragmentation(self) -> bool {
         matches!(
             self,
-            DeviceScoring::Fragmentation | DeviceScoring::FragmentationSigmoid
+            DeviceScoring::Fragmentation
+                | DeviceScoring::FragmentationSigmoid
+                | DeviceScoring::FragmentationFit
+        )
+    }
+
+    /// The paper's integer score (not normalised), which also chooses a placed pod's devices
+    /// among its allocations on the node.
+    pub fn is_integer_fragmentation(self) -> bool {
+        matches!(
+            self,
+            DeviceScoring::FragmentationSigmoid | DeviceScoring::FragmentationFit
         )
     }
 }

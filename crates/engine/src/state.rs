@@ -313,6 +313,8 @@ pub struct ClusterState {
     pub task_shapes: TaskShapes,
     /// The workload of the sigmoid fragmentation score: see [`typical_shapes`].
     pub typical_shapes: TaskShapes,
+    /// The workload of the `FragmentationFit` score: every (claims, cpu) shape.
+    pub fit_shapes: TaskShapes,
     /// How placed pods choose among the device allocations a node offers: with the sigmoid
     /// fragmentation score, the one whose fragmentation grows least; else the first found.
     pub device_choice: crate::config::DeviceScoring,
@@ -375,6 +377,7 @@ impl ClusterState {
             claims: Vec::new(),
             task_shapes: TaskShapes::default(),
             typical_shapes: TaskShapes::default(),
+            fit_shapes: TaskShapes::default(),
             device_choice: crate::config::DeviceScoring::Strategy,
             shape_counts: BTreeMap::new(),
             shapes_dirty: false,
@@ -451,7 +454,8 @@ impl ClusterState {
     fn finish(&mut self) {
         if self.shapes_dirty {
             self.task_shapes = task_shapes(&self.shape_counts);
-            self.typical_shapes = typical_shapes(&self.shape_counts);
+            self.typical_shapes = typical_shapes(&self.shape_counts, TYPICAL_PERCENT);
+            self.fit_shapes = typical_shapes(&self.shape_counts, 100);
             self.shapes_dirty = false;
         }
     }
@@ -1538,7 +1542,7 @@ impl ClusterState {
     /// cannot be allocated holds no devices the scheduler can see).
     fn take_devices(&mut self, id: PodId, node: NodeId, held: Option<Option<NodeAllocation>>) {
         let held = match held {
-            None if self.device_choice == crate::config::DeviceScoring::FragmentationSigmoid
+            None if self.device_choice.is_integer_fragmentation()
                 && matches!(self.claims[id.index()], PodClaims::Refs(_)) =>
             {
                 // The allocation the fragmentation score chose this node for.
@@ -1896,9 +1900,13 @@ fn task_shapes(counts: &BTreeMap<ShapeKey, u32>) -> TaskShapes {
     }
 }
 
+/// The share of the pods the paper's typical tasks make up.
+const TYPICAL_PERCENT: u64 = 95;
+
 /// The paper's typical tasks: the pods grouped by (claims, cpu request), most common first
-/// (ties: larger cpu first), as many as make up 95% of the pods, weighted by their pods.
-fn typical_shapes(counts: &BTreeMap<ShapeKey, u32>) -> TaskShapes {
+/// (ties: larger cpu first), as many as make up `percent` of the pods (95 in the paper),
+/// weighted by their pods.
+fn typical_shapes(counts: &BTreeMap<ShapeKey, u32>, percent: u64) -> TaskShapes {
     use std::hash::{Hash, Hasher};
     let mut grouped: BTreeMap<(Vec<ClaimRef>, i64), u32> = BTreeMap::new();
     for ((refs, req), n) in counts {
@@ -1913,10 +1921,11 @@ fn typical_shapes(counts: &BTreeMap<ShapeKey, u32>) -> TaskShapes {
     let total: u64 = list.iter().map(|x| u64::from(x.1)).sum();
     let mut h = std::collections::hash_map::DefaultHasher::new();
     "typical".hash(&mut h);
+    percent.hash(&mut h);
     let (mut shapes, mut requests) = (Vec::new(), Vec::new());
     let mut sum = 0u64;
     for ((refs, cpu), n) in list {
-        if sum * 100 >= total * 95 {
+        if sum * 100 >= total * percent {
             break;
         }
         sum += u64::from(n);

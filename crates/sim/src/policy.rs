@@ -56,7 +56,9 @@ impl Policy {
     /// Parses a spec: terms joined by `+`, each one of `least-allocated`, `most-allocated`,
     /// `device-fragmentation` (fragmentation gradient descent: the DynamicResources score in
     /// its Fragmentation mode as the only score, as the paper's FGD policy), `fgd` (the same
-    /// scored exactly as the paper's simulator does: its FragmentationSigmoid mode),
+    /// scored exactly as the paper's simulator does: its FragmentationSigmoid mode), `fgd-fit`
+    /// (`fgd` counting a node's fragments in the copies of each task it holds, over every
+    /// task shape: the FragmentationFit mode),
     /// `device-strategy` (DRA devices scored with the strategy), `gang-search` (the
     /// whole-gang search after the pod-by-pod orders), `pod-by-pod` (the simulations'
     /// default), `batching`, `no-batching`, `preemption`, `no-preemption`,
@@ -89,6 +91,13 @@ impl Policy {
                     // Its scheduler config scores every feasible node.
                     p.profile.percentage_of_nodes_to_score = 100;
                 }
+                "fgd-fit" => {
+                    // FGD's integer score with fragments counted in the copies of each
+                    // task a node holds (its cpu included), over every task shape.
+                    p.profile.device_scoring = DeviceScoring::FragmentationFit;
+                    p.profile.scores = vec![("DynamicResources".into(), 1)];
+                    p.profile.percentage_of_nodes_to_score = 100;
+                }
                 "device-strategy" => p.profile.device_scoring = DeviceScoring::Strategy,
                 "gang-search" => p.profile.gang_placement = GangPlacement::Search,
                 "pod-by-pod" => p.profile.gang_placement = GangPlacement::PodByPod,
@@ -102,7 +111,7 @@ impl Policy {
                 other => {
                     return Err(format!(
                         "policy spec {spec:?}: unknown term {other:?}; use least-allocated, \
-                         most-allocated, device-fragmentation, fgd, device-strategy, \
+                         most-allocated, device-fragmentation, fgd, fgd-fit, device-strategy, \
                          gang-search, pod-by-pod, batching, no-batching, preemption, \
                          no-preemption or \
                          gang-preemption=off|minimal|atomic, joined by +"
@@ -173,6 +182,9 @@ mod tests {
         let fgd = Policy::parse("device-fragmentation", &gpu_aware(base.clone())).expect("spec");
         assert_eq!(fgd.profile.device_scoring, DeviceScoring::Fragmentation);
         assert_eq!(fgd.profile.scores, [("DynamicResources".to_string(), 1)]);
+        let fit = Policy::parse("fgd-fit", &gpu_aware(base.clone())).expect("spec");
+        assert_eq!(fit.profile.device_scoring, DeviceScoring::FragmentationFit);
+        assert_eq!(fit.profile.percentage_of_nodes_to_score, 100);
     }
 
     #[test]

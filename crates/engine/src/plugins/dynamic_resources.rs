@@ -11,7 +11,7 @@
 //! RequestedToCapacityRatio follows its shape. Devices count in [`lockstep_dra::DEVICE_UNITS`]
 //! (a shared device by the share of its most used capacity), see [`lockstep_dra::DeviceLoad`].
 
-use lockstep_dra::UnfitReason;
+use lockstep_dra::{FragmentMeasure, UnfitReason};
 use lockstep_model::{NodeId, Pod, PodId, ResourceId};
 
 use serde::Deserialize;
@@ -236,18 +236,18 @@ pub(crate) fn least_fragmenting(
         PodClaims::Refs(refs) => refs,
         _ => &[],
     };
-    let sigmoid = mode == DeviceScoring::FragmentationSigmoid;
-    let tasks = if sigmoid {
-        &snap.typical_shapes
-    } else {
-        &snap.task_shapes
+    let sigmoid = mode.is_integer_fragmentation();
+    let (tasks, measure) = match mode {
+        DeviceScoring::FragmentationSigmoid => (&snap.typical_shapes, FragmentMeasure::Devices),
+        DeviceScoring::FragmentationFit => (&snap.fit_shapes, FragmentMeasure::Copies),
+        _ => (&snap.task_shapes, FragmentMeasure::Devices),
     };
     // The node's free resources (before the pod), then the pod's requests: all a shape's fit
     // depends on; then the workload and the mode, which the remembered score depends on too.
     let width = snap.width;
     let mut inputs = vec![0i64; 2 * width + 2];
     inputs[2 * width] = tasks.id as i64;
-    inputs[2 * width + 1] = i64::from(sigmoid);
+    inputs[2 * width + 1] = mode as i64;
     let host_key = &mut inputs[..2 * width];
     for (r, free) in host_key[..width].iter_mut().enumerate() {
         let id = ResourceId(r as u16);
@@ -261,17 +261,24 @@ pub(crate) fn least_fragmenting(
     }
     let host_key = &inputs[..2 * width];
     let (free, asked) = host_key.split_at(width);
+    // How many copies of shape `i` the node's resources hold before and after the pod.
     let mut host_fit = |i: usize| {
         if sigmoid && tasks.shapes[i].claims.is_empty() {
             // As the paper: every free device is a fragment for a task without devices.
-            return (false, false);
+            return (0, 0);
         }
         let req = &tasks.requests[i];
-        let before = req.iter().all(|&(r, v)| v <= free[r.index()]);
-        let after = req
-            .iter()
-            .all(|&(r, v)| v <= free[r.index()] - asked[r.index()]);
-        (before, after)
+        let copies = |taken: bool| {
+            req.iter()
+                .filter(|&&(_, v)| v > 0)
+                .map(|&(r, v)| {
+                    let left = free[r.index()] - if taken { asked[r.index()] } else { 0 };
+                    left.max(0) / v
+                })
+                .min()
+                .unwrap_or(i64::MAX)
+        };
+        (copies(false), copies(true))
     };
     let score = |delta: f64| -> i64 {
         if sigmoid {
@@ -286,7 +293,7 @@ pub(crate) fn least_fragmenting(
             node,
             refs,
             sigmoid,
-            tasks,
+            (tasks, measure),
             host_key,
             &mut host_fit,
             &score,
@@ -310,9 +317,9 @@ fn best_choice(
     node: NodeId,
     refs: &[lockstep_dra::ClaimRef],
     sigmoid: bool,
-    tasks: &TaskShapes,
+    (tasks, measure): (&TaskShapes, FragmentMeasure),
     host_key: &[i64],
-    host_fit: &mut dyn FnMut(usize) -> (bool, bool),
+    host_fit: &mut dyn FnMut(usize) -> (i64, i64),
     score: &dyn Fn(f64) -> i64,
 ) -> Option<(Option<lockstep_dra::NodeAllocation>, i64)> {
     let choices = if refs.is_empty() {
@@ -329,7 +336,8 @@ fn best_choice(
     };
     let mut best: Option<(Option<lockstep_dra::NodeAllocation>, i64)> = None;
     for a in choices {
-        let delta = dra.fragmentation_delta(&a, &tasks.shapes, tasks.id, host_key, host_fit);
+        let delta =
+            dra.fragmentation_delta(&a, &tasks.shapes, tasks.id, measure, host_key, host_fit);
         let s = score(delta);
         if best.as_ref().is_none_or(|b| s > b.1) {
             best = Some(((!refs.is_empty()).then_some(a), s));
