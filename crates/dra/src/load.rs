@@ -7,6 +7,7 @@
 //! NICs do not dilute its GPUs.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use lockstep_model::NodeId;
@@ -206,6 +207,52 @@ pub struct TaskShape {
     pub weight: f64,
 }
 
+/// With [`FragmentMeasure::Copies`], a task with devices weighs its pods times
+/// `(DEVICE_UNITS / units one copy takes)` to this power: the smaller the share of a device a
+/// task takes, the more it counts (the small shares are what fills what larger ones leave
+/// of a device). Of the powers measured on openb (-1 to 6), 3 allocates the most; 2.5 and
+/// 3.5 are within 0.1 point of it, 4 and above fall off (BENCHMARKS.md).
+const SMALL_COPY_WEIGHT: i32 = 3;
+
+/// The share of device `e` (units of [`DEVICE_UNITS`]) that the capacity in `consumed`
+/// (by capacity slot, as `consumed_capacity` fills it) takes: that of its most used slot.
+fn share_units(e: &DeviceEntry, consumed: &[i64]) -> i64 {
+    e.capacity
+        .iter()
+        .enumerate()
+        .filter(|(_, slot)| slot.value > 0)
+        .map(|(k, slot)| consumed[k].saturating_mul(DEVICE_UNITS) / slot.value)
+        .max()
+        .unwrap_or(0)
+}
+
+/// What a task's devices find on a node: whether they fit, the free units of the devices it
+/// could not take, and how many copies of it the devices hold and the units one takes.
+struct DeviceFit {
+    fits: bool,
+    unusable: i64,
+    held: i64,
+    per_copy: i64,
+}
+
+impl DeviceFit {
+    /// The task's fragments among `all_free` units, where the node's other resources hold
+    /// `host` copies of it (none: every free unit is a fragment for it). Counted in copies,
+    /// those left once `min(held, host)` copies are placed (a task taking no device units
+    /// counts the devices it could not take, as the paper).
+    fn fragments(&self, all_free: i64, host: i64, measure: FragmentMeasure) -> i64 {
+        if host <= 0 || !self.fits {
+            return all_free;
+        }
+        match measure {
+            FragmentMeasure::Copies if self.per_copy > 0 => {
+                (all_free - host.min(self.held).saturating_mul(self.per_copy)).max(0)
+            }
+            _ => self.unusable,
+        }
+    }
+}
+
 /// The workload a fragmentation growth is computed for.
 struct Tasks<'a> {
     shapes: &'a [TaskShape],
@@ -221,7 +268,8 @@ pub enum FragmentMeasure {
     Devices,
     /// What is left over once as many copies of the task as the node holds are placed: the
     /// copies its devices hold (a device shared by requests of a fraction holds as many as
-    /// fit in its free share), bounded by the copies the node's other resources hold.
+    /// fit in its free share), bounded by the copies the node's other resources hold. Tasks
+    /// taking a smaller share of a device weigh more (see [`SMALL_COPY_WEIGHT`]).
     Copies,
 }
 
@@ -368,25 +416,47 @@ impl DraState {
                 }
             })
             .collect();
-        let total: f64 = shapes.iter().map(|s| s.weight).sum();
+        // The device side depends on the claims only: worked out once per distinct claims
+        // (shapes differ by their cpu too), before and after, with the weight it gives.
+        let mut buf = Vec::new();
+        let all_before: i64 = before.iter().map(|f| f.units).sum();
+        let all_after: i64 = after.iter().map(|f| f.units).sum();
+        let mut index: HashMap<&[ClaimRef], usize> = HashMap::new();
+        let mut sides: Vec<(DeviceFit, DeviceFit, f64)> = Vec::new();
+        let mut side_of = Vec::with_capacity(shapes.len());
+        for s in shapes {
+            let i = *index.entry(s.claims.as_slice()).or_insert_with(|| {
+                let factor = match task.measure {
+                    FragmentMeasure::Copies if !s.claims.is_empty() => {
+                        let units = self.copy_units(devices, &s.claims, &mut buf).max(1) as f64;
+                        (DEVICE_UNITS as f64 / units).powi(SMALL_COPY_WEIGHT)
+                    }
+                    _ => 1.0,
+                };
+                sides.push((
+                    self.device_fit(devices, &before, &s.claims, &mut buf),
+                    self.device_fit(devices, &after, &s.claims, &mut buf),
+                    factor,
+                ));
+                sides.len() - 1
+            });
+            side_of.push(i);
+        }
+        let total: f64 = shapes
+            .iter()
+            .zip(&side_of)
+            .map(|(s, &i)| s.weight * sides[i].2)
+            .sum();
         if total <= 0.0 {
             return 0.0;
         }
         let mut delta = 0.0;
-        let mut buf = Vec::new();
-        let all = |free: &[Free]| free.iter().map(|f| f.units).sum::<i64>();
         for (i, s) in shapes.iter().enumerate() {
-            let (fit_before, fit_after) = host_fit(i);
-            let mut fragments = |free: &[Free], host: i64| {
-                if host <= 0 {
-                    return all(free);
-                }
-                let copies = (task.measure == FragmentMeasure::Copies).then_some(host);
-                self.fragmentation_for(devices, free, &s.claims, &mut buf, copies)
-            };
-            let f_after = fragments(&after, fit_after);
-            let f_before = fragments(&before, fit_before);
-            delta += s.weight * (f_after - f_before) as f64;
+            let (host_before, host_after) = host_fit(i);
+            let (before, after, factor) = &sides[side_of[i]];
+            let f_before = before.fragments(all_before, host_before, task.measure);
+            let f_after = after.fragments(all_after, host_after, task.measure);
+            delta += s.weight * factor * (f_after - f_before) as f64;
         }
         let delta = delta / total;
         if !key.is_empty() {
@@ -424,27 +494,70 @@ impl DraState {
         }
     }
 
-    /// The free units of `devices` (free as `free` says) a task with `claims` could not use:
-    /// with `copies` (how many copies of the task the node's other resources hold), those
-    /// left once as many copies as fit are placed (each request counted on its own devices).
-    fn fragmentation_for(
+    /// The device units one copy of a task with `claims` takes on a node with `devices` (a
+    /// request for a share of a device counted on the first device it selects there, a whole
+    /// device as [`DEVICE_UNITS`]).
+    fn copy_units(&self, devices: &[DeviceId], claims: &[ClaimRef], buf: &mut Vec<i64>) -> i64 {
+        let shared = self.shared();
+        let cat = &shared.catalog;
+        let mut units = 0;
+        for spec in pending_specs(self, claims) {
+            for r in &spec.requests {
+                let Some(alt) = r.alts.first() else { continue };
+                let need = match alt.mode {
+                    AllocationMode::ExactCount(n) => i64::from(n),
+                    AllocationMode::All => 1,
+                };
+                let selected = devices.iter().map(|&d| (d, cat.device(d))).find(|&(d, _)| {
+                    alt.selectors
+                        .iter()
+                        .all(|&s| shared.selectors.matches(s, d, cat) == Match::Yes)
+                });
+                let per = match selected {
+                    Some((_, e)) if !alt.capacity.is_empty() && e.multi => {
+                        buf.clear();
+                        if crate::search::consumed_capacity(e, alt, buf) {
+                            share_units(e, buf)
+                        } else {
+                            DEVICE_UNITS
+                        }
+                    }
+                    _ => DEVICE_UNITS,
+                };
+                units += per * need;
+            }
+        }
+        units
+    }
+
+    /// What a task with `claims` finds on `devices` (free as `free` says).
+    fn device_fit(
         &self,
         devices: &[DeviceId],
         free: &[Free],
         claims: &[ClaimRef],
         buf: &mut Vec<i64>,
-        copies: Option<i64>,
-    ) -> i64 {
+    ) -> DeviceFit {
         let shared = self.shared();
         let cat = &shared.catalog;
+        let all_free: i64 = free.iter().map(|f| f.units).sum();
         if claims.is_empty() {
             // A task without devices leaves none unusable where it fits.
-            return 0;
+            return DeviceFit {
+                fits: true,
+                unusable: 0,
+                held: i64::MAX,
+                per_copy: 0,
+            };
         }
-        let all_free: i64 = free.iter().map(|f| f.units).sum();
+        let unfit = DeviceFit {
+            fits: false,
+            unusable: all_free,
+            held: 0,
+            per_copy: 0,
+        };
         let mut usable = vec![false; devices.len()];
-        // With `copies`: how many copies the devices hold, and the units one copy takes.
-        let (mut held, mut per_copy) = (copies.unwrap_or(0), 0i64);
+        let (mut held, mut per_copy) = (i64::MAX, 0i64);
         for spec in pending_specs(self, claims) {
             for r in &spec.requests {
                 let Some(alt) = r.alts.first() else { continue };
@@ -471,14 +584,7 @@ impl DraState {
                         buf.clear();
                         if crate::search::consumed_capacity(e, alt, buf) {
                             // The device's free share against the request's share of it.
-                            let share: i64 = e
-                                .capacity
-                                .iter()
-                                .enumerate()
-                                .filter(|(_, slot)| slot.value > 0)
-                                .map(|(k, slot)| buf[k].saturating_mul(DEVICE_UNITS) / slot.value)
-                                .max()
-                                .unwrap_or(0);
+                            let share = share_units(e, buf);
                             units = share;
                             (share <= free[i].units).then(|| free[i].units / share.max(1))
                         } else {
@@ -492,7 +598,7 @@ impl DraState {
                     }
                 }
                 if count < need {
-                    return all_free;
+                    return unfit;
                 }
                 match alt.mode {
                     AllocationMode::ExactCount(n) => {
@@ -507,13 +613,16 @@ impl DraState {
                 }
             }
         }
-        if copies.is_some() && per_copy > 0 {
-            return (all_free - held.saturating_mul(per_copy)).max(0);
+        DeviceFit {
+            fits: true,
+            unusable: free
+                .iter()
+                .zip(&usable)
+                .filter(|(_, u)| !**u)
+                .map(|(f, _)| f.units)
+                .sum(),
+            held,
+            per_copy,
         }
-        free.iter()
-            .zip(&usable)
-            .filter(|(_, u)| !**u)
-            .map(|(f, _)| f.units)
-            .sum()
     }
 }

@@ -41,6 +41,30 @@ fn asking(gi: Option<i64>) -> ExactDeviceRequest {
     e
 }
 
+/// A workload of one pod of each of `claims`' shapes.
+fn one_pod_each(claims: &[lockstep_dra::ClaimRef]) -> Vec<lockstep_dra::TaskShape> {
+    claims
+        .iter()
+        .map(|&c| lockstep_dra::TaskShape {
+            claims: vec![c],
+            weight: 1.0,
+        })
+        .collect()
+}
+
+/// One node, `node-a`, with two shared 80 Gi GPUs, `gpu-0` and `gpu-1`.
+fn two_shared_gpus() -> World {
+    let mut w = World::new();
+    w.nodes.push(node("node-a", &[]));
+    w.slices.push(slice_on(
+        "gpus",
+        "node-a",
+        "node-a",
+        vec![shared_gpu("gpu-0", None), shared_gpu("gpu-1", None)],
+    ));
+    w
+}
+
 fn world(devices: Vec<Device>, requests: Vec<(&str, ExactDeviceRequest)>) -> World {
     let mut w = World::new();
     w.nodes = vec![node("node-a", &[])];
@@ -395,7 +419,6 @@ fn device_load_counts_shares_by_their_most_used_capacity() {
 #[test]
 fn fragmentation_delta_prefers_filling_a_partly_used_gpu() {
     use lockstep_dra::FragmentMeasure::Devices;
-    use lockstep_dra::TaskShape;
     // Two nodes of two shared GPUs each; on node-a one GPU is half used.
     let mut w = World::new();
     for n in ["node-a", "node-b"] {
@@ -416,16 +439,7 @@ fn fragmentation_delta_prefers_filling_a_partly_used_gpu() {
     let (half, whole) = (template_ref(&st, "half"), template_ref(&st, "whole"));
     let first = st.try_allocate(a, &[half]).unwrap();
     st.reserve(&first);
-    let shapes = [
-        TaskShape {
-            claims: vec![half],
-            weight: 1.0,
-        },
-        TaskShape {
-            claims: vec![whole],
-            weight: 1.0,
-        },
-    ];
+    let shapes = one_pod_each(&[half, whole]);
     let mut fit = |_: usize| (i64::MAX, i64::MAX);
     // Another half on node-a fills its used GPU: the half-free GPU no whole-GPU task could
     // use is gone (fragmentation shrinks by 500 units for the whole-GPU half of the tasks).
@@ -450,16 +464,8 @@ fn fragmentation_delta_prefers_filling_a_partly_used_gpu() {
 #[test]
 fn allocation_choices_offer_every_shared_gpu_and_fragmentation_picks_among_them() {
     use lockstep_dra::FragmentMeasure::Devices;
-    use lockstep_dra::TaskShape;
     // One node of two shared 80 Gi GPUs; gpu-1 is 70% used (56 Gi), gpu-0 is free.
-    let mut w = World::new();
-    w.nodes.push(node("node-a", &[]));
-    w.slices.push(slice_on(
-        "gpus",
-        "node-a",
-        "node-a",
-        vec![shared_gpu("gpu-0", None), shared_gpu("gpu-1", None)],
-    ));
+    let mut w = two_shared_gpus();
     w.templates = vec![
         template("seventy", vec![request("gpu", asking(Some(56)))], vec![]),
         template("small", vec![request("gpu", asking(Some(24)))], vec![]),
@@ -486,16 +492,7 @@ fn allocation_choices_offer_every_shared_gpu_and_fragmentation_picks_among_them(
     // Tasks: the 300-unit one and a whole GPU, equally likely. Before: free 1000 (whole) and
     // 300; the small task can use both (0 fragments), the whole-GPU task not the 300 (300):
     // expected 150.
-    let shapes = [
-        TaskShape {
-            claims: vec![small],
-            weight: 1.0,
-        },
-        TaskShape {
-            claims: vec![whole],
-            weight: 1.0,
-        },
-    ];
+    let shapes = one_pod_each(&[small, whole]);
     let mut fit = |_: usize| (i64::MAX, i64::MAX);
     // On gpu-0: free 700 and 300, no whole GPU left: the whole-GPU task finds all 1000 units
     // fragments, the small one none: expected 500, growth 350.
@@ -563,16 +560,8 @@ fn remembered_answers_are_shared_by_alike_nodes_and_only_by_them() {
 #[test]
 fn fragments_counted_in_copies_are_what_is_left_once_the_node_is_filled_with_the_task() {
     use lockstep_dra::FragmentMeasure::{Copies, Devices};
-    use lockstep_dra::TaskShape;
     // One node of two shared 80 Gi GPUs; gpu-1 is 70% used (56 Gi = 700 units), gpu-0 free.
-    let mut w = World::new();
-    w.nodes.push(node("node-a", &[]));
-    w.slices.push(slice_on(
-        "gpus",
-        "node-a",
-        "node-a",
-        vec![shared_gpu("gpu-0", None), shared_gpu("gpu-1", None)],
-    ));
+    let mut w = two_shared_gpus();
     w.templates = vec![
         template("seventy", vec![request("gpu", asking(Some(56)))], vec![]),
         template("small", vec![request("gpu", asking(Some(24)))], vec![]),
@@ -589,12 +578,7 @@ fn fragments_counted_in_copies_are_what_is_left_once_the_node_is_filled_with_the
     );
     let used = st.allocation_choices(a, &[seventy]).remove(1);
     st.reserve(&used);
-    let only = |claims| {
-        [TaskShape {
-            claims: vec![claims],
-            weight: 1.0,
-        }]
-    };
+    let only = |claims| one_pod_each(&[claims]);
     let unbounded = |_: usize| (i64::MAX, i64::MAX);
     // A 300-unit pod on gpu-0 (free 1000 and 300 before; 700 and 300 after) or on gpu-1
     // (1000 and 0 after).
@@ -645,5 +629,33 @@ fn fragments_counted_in_copies_are_what_is_left_once_the_node_is_filled_with_the
     assert_eq!(
         st.fragmentation_delta(on_0, &seventy_task, 4, Copies, &[2], &mut no_room),
         400.0
+    );
+}
+
+#[test]
+fn counted_in_copies_a_task_weighs_by_the_cube_of_the_inverse_of_its_share() {
+    use lockstep_dra::FragmentMeasure::{Copies, Devices};
+    // One node of two free shared GPUs; a half-GPU pod goes on gpu-0.
+    let mut w = two_shared_gpus();
+    w.templates = vec![
+        template("half", vec![request("gpu", asking(Some(40)))], vec![]),
+        template("whole", vec![request("gpu", exact("gpu", 1))], vec![]),
+    ];
+    let st = w.state();
+    let a = node_id(&w, "node-a");
+    let (half, whole) = (template_ref(&st, "half"), template_ref(&st, "whole"));
+    let on_0 = st.try_allocate(a, &[half]).unwrap();
+    assert_eq!(devices_of(&st, &on_0), ["gpu-0"]);
+    // One pod of each shape. Before, both tasks fill the node exactly (four halves, two
+    // wholes); after, three halves still fill it, one whole leaves gpu-0's 500 units.
+    let shapes = one_pod_each(&[half, whole]);
+    let mut fit = |_: usize| (i64::MAX, i64::MAX);
+    // The half-GPU task weighs (1000 / 500)^3 = 8 pods, the whole-GPU one 1: 500 / 9.
+    let copies = st.fragmentation_delta(&on_0, &shapes, 1, Copies, &[], &mut fit);
+    assert!((copies - 500.0 / 9.0).abs() < 1e-9, "{copies}");
+    // Counting devices, the two weigh the same: 500 / 2.
+    assert_eq!(
+        st.fragmentation_delta(&on_0, &shapes, 1, Devices, &[], &mut fit),
+        250.0
     );
 }

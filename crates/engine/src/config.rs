@@ -158,7 +158,9 @@ pub enum DeviceScoring {
     /// in its free share, bounded by the copies its cpu holds), so a half-used GPU strands
     /// what a second half-GPU task cannot use and cpu that runs out strands the devices it
     /// leaves; and the workload is every (claims, cpu) shape of the pods, not only the most
-    /// common 95%.
+    /// common 95%, each weighing its pods times the cube of the inverse of the share of a
+    /// device it takes (a pod taking a fifth of a GPU weighs 125 times a whole-GPU pod: the
+    /// small shares are what fills what larger ones leave of a device).
     FragmentationFit,
 }
 

@@ -1893,11 +1893,7 @@ fn task_shapes(counts: &BTreeMap<ShapeKey, u32>) -> TaskShapes {
         });
         requests.push(req.clone());
     }
-    TaskShapes {
-        shapes,
-        requests,
-        id: h.finish(),
-    }
+    TaskShapes::new(shapes, requests, h.finish())
 }
 
 /// The share of the pods the paper's typical tasks make up.
@@ -1938,11 +1934,7 @@ fn typical_shapes(counts: &BTreeMap<ShapeKey, u32>, percent: u64) -> TaskShapes 
         });
         requests.push(vec![(ResourceId::CPU, cpu)]);
     }
-    TaskShapes {
-        shapes,
-        requests,
-        id: h.finish(),
-    }
+    TaskShapes::new(shapes, requests, h.finish())
 }
 
 /// The workload the fragmentation device score plans for: the distinct (claims, requests) of
@@ -1954,4 +1946,25 @@ pub struct TaskShapes {
     pub requests: Vec<Vec<(ResourceId, i64)>>,
     /// A hash of the list (the DRA state's cache key part).
     pub id: u64,
+    /// The resources the shapes request, in order: the only ones a node's fragmentation for
+    /// them depends on besides its devices.
+    pub resources: Vec<ResourceId>,
+}
+
+impl TaskShapes {
+    fn new(
+        shapes: Vec<lockstep_dra::TaskShape>,
+        requests: Vec<Vec<(ResourceId, i64)>>,
+        id: u64,
+    ) -> TaskShapes {
+        let mut resources: Vec<ResourceId> = requests.iter().flatten().map(|&(r, _)| r).collect();
+        resources.sort_unstable();
+        resources.dedup();
+        TaskShapes {
+            shapes,
+            requests,
+            id,
+            resources,
+        }
+    }
 }

@@ -12,7 +12,7 @@
 //! (a shared device by the share of its most used capacity), see [`lockstep_dra::DeviceLoad`].
 
 use lockstep_dra::{FragmentMeasure, UnfitReason};
-use lockstep_model::{NodeId, Pod, PodId, ResourceId};
+use lockstep_model::{NodeId, Pod, PodId};
 
 use serde::Deserialize;
 
@@ -242,22 +242,21 @@ pub(crate) fn least_fragmenting(
         DeviceScoring::FragmentationFit => (&snap.fit_shapes, FragmentMeasure::Copies),
         _ => (&snap.task_shapes, FragmentMeasure::Devices),
     };
-    // The node's free resources (before the pod), then the pod's requests: all a shape's fit
-    // depends on; then the workload and the mode, which the remembered score depends on too.
+    // The node's free resources (before the pod), then the pod's requests, of the resources
+    // the shapes request: all a shape's fit depends on (the others stay 0, so nodes that
+    // differ only in them share answers); then the workload and the mode, which the
+    // remembered score depends on too.
     let width = snap.width;
     let mut inputs = vec![0i64; 2 * width + 2];
     inputs[2 * width] = tasks.id as i64;
     inputs[2 * width + 1] = mode as i64;
-    let host_key = &mut inputs[..2 * width];
-    for (r, free) in host_key[..width].iter_mut().enumerate() {
-        let id = ResourceId(r as u16);
-        *free = snap.allocatable(node, id) - snap.requested(node, id);
+    for &id in &tasks.resources {
+        let mut free = snap.allocatable(node, id) - snap.requested(node, id);
         if placed {
-            *free += pod.requests.get(id);
+            free += pod.requests.get(id);
         }
-    }
-    for (r, v) in pod.requests.iter() {
-        host_key[width + r.index()] = v;
+        inputs[id.index()] = free;
+        inputs[width + id.index()] = pod.requests.get(id);
     }
     let host_key = &inputs[..2 * width];
     let (free, asked) = host_key.split_at(width);
