@@ -426,18 +426,16 @@ impl DraState {
         let mut side_of = Vec::with_capacity(shapes.len());
         for s in shapes {
             let i = *index.entry(s.claims.as_slice()).or_insert_with(|| {
+                let fit_before = self.device_fit(devices, &before, &s.claims, &mut buf);
                 let factor = match task.measure {
                     FragmentMeasure::Copies if !s.claims.is_empty() => {
-                        let units = self.copy_units(devices, &s.claims, &mut buf).max(1) as f64;
+                        let units = fit_before.per_copy.max(1) as f64;
                         (DEVICE_UNITS as f64 / units).powi(SMALL_COPY_WEIGHT)
                     }
                     _ => 1.0,
                 };
-                sides.push((
-                    self.device_fit(devices, &before, &s.claims, &mut buf),
-                    self.device_fit(devices, &after, &s.claims, &mut buf),
-                    factor,
-                ));
+                let fit_after = self.device_fit(devices, &after, &s.claims, &mut buf);
+                sides.push((fit_before, fit_after, factor));
                 sides.len() - 1
             });
             side_of.push(i);
@@ -494,43 +492,9 @@ impl DraState {
         }
     }
 
-    /// The device units one copy of a task with `claims` takes on a node with `devices` (a
-    /// request for a share of a device counted on the first device it selects there, a whole
-    /// device as [`DEVICE_UNITS`]).
-    fn copy_units(&self, devices: &[DeviceId], claims: &[ClaimRef], buf: &mut Vec<i64>) -> i64 {
-        let shared = self.shared();
-        let cat = &shared.catalog;
-        let mut units = 0;
-        for spec in pending_specs(self, claims) {
-            for r in &spec.requests {
-                let Some(alt) = r.alts.first() else { continue };
-                let need = match alt.mode {
-                    AllocationMode::ExactCount(n) => i64::from(n),
-                    AllocationMode::All => 1,
-                };
-                let selected = devices.iter().map(|&d| (d, cat.device(d))).find(|&(d, _)| {
-                    alt.selectors
-                        .iter()
-                        .all(|&s| shared.selectors.matches(s, d, cat) == Match::Yes)
-                });
-                let per = match selected {
-                    Some((_, e)) if !alt.capacity.is_empty() && e.multi => {
-                        buf.clear();
-                        if crate::search::consumed_capacity(e, alt, buf) {
-                            share_units(e, buf)
-                        } else {
-                            DEVICE_UNITS
-                        }
-                    }
-                    _ => DEVICE_UNITS,
-                };
-                units += per * need;
-            }
-        }
-        units
-    }
-
-    /// What a task with `claims` finds on `devices` (free as `free` says).
+    /// What a task with `claims` finds on `devices` (free as `free` says); the units one copy
+    /// takes whether or not it fits (a request for a share of a device counted on the devices
+    /// it selects there, a whole device as [`DEVICE_UNITS`]).
     fn device_fit(
         &self,
         devices: &[DeviceId],
@@ -540,7 +504,6 @@ impl DraState {
     ) -> DeviceFit {
         let shared = self.shared();
         let cat = &shared.catalog;
-        let all_free: i64 = free.iter().map(|f| f.units).sum();
         if claims.is_empty() {
             // A task without devices leaves none unusable where it fits.
             return DeviceFit {
@@ -550,12 +513,7 @@ impl DraState {
                 per_copy: 0,
             };
         }
-        let unfit = DeviceFit {
-            fits: false,
-            unusable: all_free,
-            held: 0,
-            per_copy: 0,
-        };
+        let mut fits = true;
         let mut usable = vec![false; devices.len()];
         let (mut held, mut per_copy) = (i64::MAX, 0i64);
         for spec in pending_specs(self, claims) {
@@ -597,9 +555,7 @@ impl DraState {
                         slots += n;
                     }
                 }
-                if count < need {
-                    return unfit;
-                }
+                fits &= count >= need;
                 match alt.mode {
                     AllocationMode::ExactCount(n) => {
                         held = held.min(slots / i64::from(n.max(1)));
@@ -614,7 +570,7 @@ impl DraState {
             }
         }
         DeviceFit {
-            fits: true,
+            fits,
             unusable: free
                 .iter()
                 .zip(&usable)

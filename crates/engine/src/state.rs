@@ -315,8 +315,9 @@ pub struct ClusterState {
     pub typical_shapes: TaskShapes,
     /// The workload of the `FragmentationFit` score: every (claims, cpu) shape.
     pub fit_shapes: TaskShapes,
-    /// How placed pods choose among the device allocations a node offers: with the sigmoid
-    /// fragmentation score, the one whose fragmentation grows least; else the first found.
+    /// How placed pods choose among the device allocations a node offers: with the paper's
+    /// integer fragmentation score (`FragmentationSigmoid`, `FragmentationFit`), the one whose
+    /// score is best; else the first found.
     pub device_choice: crate::config::DeviceScoring,
     shape_counts: BTreeMap<ShapeKey, u32>,
     shapes_dirty: bool,
